@@ -1,0 +1,97 @@
+"""Batched "remove the top-k features and ask the model again" engine.
+
+Comprehensiveness/sufficiency and pixel deletion/insertion are all the same computation: rank
+each sample's features by attribution once, then for many (sample, k, mode) jobs replace either
+the top-k features or everything but the top-k by a baseline and read the explained class's
+probability. Jobs are materialised chunk by chunk (``chunk_size`` perturbed inputs per model
+call), so memory is bounded and the model sees as few, as large batches as allowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import torch
+from torch import Tensor
+
+from metrics._checks import check_choice, check_positive_int
+
+ACTIVATIONS = ("softmax", "sigmoid", "identity")
+
+ForwardFn = Callable[..., Tensor]
+"""``forward(inputs, **extra) -> scores (n, num_classes)`` (logits unless ``activation='identity'``)."""
+
+
+def feature_ranks(scores: Tensor, valid: Tensor | None = None) -> Tensor:
+    """Rank of every feature within its sample, 0 = highest score (B, n) -> (B, n) long.
+
+    Ties are broken by position (earlier first: a stable sort). Invalid features (``valid`` False)
+    rank after every valid one, so they are never inside a top-k with k <= number of valid features.
+    """
+    if valid is not None:
+        scores = scores.masked_fill(~valid, float("-inf"))
+    order = scores.argsort(dim=1, descending=True, stable=True)
+    ranks = torch.empty_like(order)
+    ranks.scatter_(1, order, torch.arange(scores.shape[1], device=scores.device).expand_as(order))
+    return ranks
+
+
+def to_probabilities(scores: Tensor, activation: str) -> Tensor:
+    check_choice(activation, "activation", ACTIVATIONS)
+    if activation == "softmax":
+        return scores.softmax(dim=-1)
+    if activation == "sigmoid":
+        return scores.sigmoid()
+    return scores
+
+
+@torch.no_grad()
+def probabilities_after_removal(
+    forward: ForwardFn,
+    inputs: Tensor,
+    ranks: Tensor,
+    targets: Tensor,
+    *,
+    job_sample: Tensor,
+    job_k: Tensor,
+    job_keep_top: Tensor,
+    baseline: float | int | Tensor,
+    activation: str,
+    chunk_size: int,
+    protected: Tensor | None = None,
+    extra: Mapping[str, Tensor] | None = None,
+) -> Tensor:
+    """Probability of ``targets[job_sample[j]]`` for every job j after perturbing its sample.
+
+    Args:
+        inputs: (B, *C, *S) model inputs; features live on the trailing dims S of ``ranks``.
+        ranks: (B, *S) feature ranks (see :func:`feature_ranks`), broadcast over the channel dims C.
+        job_sample, job_k, job_keep_top: (J,) sample index, k, and mode of each job. A job removes
+            its sample's top-k features (``keep_top`` False) or every feature except the top k
+            (``keep_top`` True). Removed features take the ``baseline`` value.
+        protected: (B, *S) bool, features that ``keep_top`` jobs never remove (e.g. special tokens).
+        extra: per-sample side inputs (B, ...) passed to ``forward`` as keyword arguments, gathered
+            for each chunk (e.g. an attention mask).
+    Returns:
+        (J,) probabilities.
+    """
+    check_positive_int(chunk_size, "chunk_size")
+    feat_dims = ranks.dim() - 1
+    chan_dims = inputs.dim() - 1 - feat_dims
+    extra = dict(extra or {})
+    out = torch.empty(job_sample.shape[0], dtype=torch.float32, device=inputs.device)
+    for start in range(0, job_sample.shape[0], chunk_size):
+        s = slice(start, start + chunk_size)
+        b = job_sample[s]
+        n = b.shape[0]
+        top = ranks[b] < job_k[s].view(n, *([1] * feat_dims))
+        keep_top = job_keep_top[s].view(n, *([1] * feat_dims))
+        remove = torch.where(keep_top, ~top, top)
+        if protected is not None:
+            remove &= ~(protected[b] & keep_top)
+        remove = remove.view(n, *([1] * chan_dims), *ranks.shape[1:])
+        perturbed = torch.where(remove, torch.as_tensor(baseline, dtype=inputs.dtype, device=inputs.device), inputs[b])
+        scores = forward(perturbed, **{key: value[b] for key, value in extra.items()})
+        probs = to_probabilities(scores.float(), activation)
+        out[s] = probs.gather(1, targets[b].unsqueeze(1)).squeeze(1)
+    return out

@@ -1,0 +1,148 @@
+"""Pixel deletion and insertion curves (ALOE App. A/B; insertion is the reverse companion).
+
+The attribution map is cut into b x b blocks (b = 1: pixels); a block's score is the mean signed
+attribution of its pixels (blocks cut by the bottom/right border average the pixels they hold).
+Blocks are ranked, most important first (ties: earlier block in row-major order first). For each
+fraction f, the top ``k = floor(f * n_blocks + 1/2)`` blocks are
+
+* deletion:  set to the baseline (all channels of a pixel together, so both halves of a B-cos
+  [x, 1-x] pair go at once), the rest kept;
+* insertion: kept, everything else set to the baseline;
+
+and the explained class's probability p_f is recorded. Score = normalised area under the curve,
+
+    AUC = trapezoid(p_f over f) / (f_max - f_min)       in [0, 1]
+
+lower is better for deletion, higher for insertion. ALOE's fractions are the default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from metrics._checks import check_finite, check_fractions, check_positive_int, check_targets, check_tensor
+from metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal
+from metrics.types import CurveScores
+
+ALOE_FRACTIONS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6, 0.8)
+
+
+def block_scores(maps: Tensor, block_size: int) -> Tensor:
+    """Mean attribution per b x b block: (B, H, W) -> (B, ceil(H/b), ceil(W/b))."""
+    b = check_positive_int(block_size, "block_size")
+    if b == 1:
+        return maps
+    h, w = maps.shape[-2:]
+    pad = (0, (-w) % b, 0, (-h) % b)
+    sums = F.avg_pool2d(F.pad(maps, pad).unsqueeze(1), b).squeeze(1)
+    counts = F.avg_pool2d(F.pad(torch.ones_like(maps[:1]), pad).unsqueeze(1), b).squeeze(1)
+    return sums / counts
+
+
+def pixel_deletion(
+    forward: ForwardFn,
+    inputs: Tensor,
+    attributions: Tensor,
+    targets: Tensor,
+    *,
+    block_size: int = 16,
+    fractions: Sequence[float] = ALOE_FRACTIONS,
+    baseline: float | Tensor = 0.0,
+    activation: str = "softmax",
+    chunk_size: int = 256,
+) -> CurveScores:
+    """Deletion curve and normalised AUC (lower is better). See the module docstring.
+
+    Args:
+        forward: ``forward(images) -> (n, K)`` logits (``activation`` maps them to probabilities).
+        inputs: (B, C, H, W) in model-input space (C = 6 for B-cos encodings).
+        attributions: (B, H, W), or (B, C, H, W) summed over channels.
+        targets: (B,) explained classes.
+        block_size: b (16 as ALOE; 1 = single pixels).
+        fractions: increasing fractions of blocks in [0, 1] (at least two).
+        baseline: replacement value, scalar or broadcastable to (C, H, W), in model-input space.
+        activation: ``softmax``, ``sigmoid`` (B-cos models) or ``identity``.
+        chunk_size: perturbed images per model call.
+    """
+    return _block_curve(
+        forward, inputs, attributions, targets, block_size, fractions, baseline, activation, chunk_size, insert=False
+    )
+
+
+def pixel_insertion(
+    forward: ForwardFn,
+    inputs: Tensor,
+    attributions: Tensor,
+    targets: Tensor,
+    *,
+    block_size: int = 16,
+    fractions: Sequence[float] = ALOE_FRACTIONS,
+    baseline: float | Tensor = 0.0,
+    activation: str = "softmax",
+    chunk_size: int = 256,
+) -> CurveScores:
+    """Insertion curve and normalised AUC (higher is better): start from the baseline and reveal
+    the top blocks. Arguments as :func:`pixel_deletion`."""
+    return _block_curve(
+        forward, inputs, attributions, targets, block_size, fractions, baseline, activation, chunk_size, insert=True
+    )
+
+
+def _block_curve(
+    forward: ForwardFn,
+    inputs: Tensor,
+    attributions: Tensor,
+    targets: Tensor,
+    block_size: int,
+    fractions: Sequence[float],
+    baseline: float | Tensor,
+    activation: str,
+    chunk_size: int,
+    *,
+    insert: bool,
+) -> CurveScores:
+    check_tensor(inputs, "inputs", min_dim=4, floating=True)
+    check_tensor(attributions, "attributions", min_dim=3, floating=True)
+    if attributions.dim() == 4:
+        attributions = attributions.sum(dim=1)
+    b, _, h, w = inputs.shape
+    if attributions.shape != (b, h, w):
+        raise ValueError(
+            f"attributions must be (B, H, W) or (B, C, H, W) matching inputs {tuple(inputs.shape)}, "
+            f"got {tuple(attributions.shape)}"
+        )
+    check_finite(attributions, "attributions")
+    targets = check_targets(targets, b)
+    frac = check_fractions(fractions, allow_zero=True)
+    if frac.numel() < 2:
+        raise ValueError("the curve's area needs at least two fractions")
+
+    blocks = block_scores(attributions.float(), block_size)
+    nbh, nbw = blocks.shape[-2:]
+    n_blocks = nbh * nbw
+    block_rank = feature_ranks(blocks.reshape(b, -1)).reshape(b, nbh, nbw)
+    s = block_size
+    pixel_rank = block_rank.repeat_interleave(s, dim=1).repeat_interleave(s, dim=2)[:, :h, :w]
+    k = torch.floor(frac * n_blocks + 0.5).long().to(inputs.device)
+    r = k.numel()
+    curve = probabilities_after_removal(
+        forward,
+        inputs,
+        pixel_rank,
+        targets,
+        job_sample=torch.arange(b, device=inputs.device).repeat_interleave(r),
+        job_k=k.repeat(b),
+        job_keep_top=torch.full((b * r,), insert, dtype=torch.bool, device=inputs.device),
+        baseline=baseline,
+        activation=activation,
+        chunk_size=chunk_size,
+    ).reshape(b, r)
+    xs = frac.to(device=inputs.device, dtype=curve.dtype)
+    auc = torch.trapezoid(curve, xs, dim=1) / (xs[-1] - xs[0])
+    return CurveScores(
+        values=auc, undefined=torch.zeros(b, dtype=torch.bool, device=inputs.device), curve=curve, fractions=xs
+    )

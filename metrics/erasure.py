@@ -1,0 +1,192 @@
+"""Comprehensiveness and sufficiency (ERASER, DeYoung et al. 2020; B-cos LM Sec. 5).
+
+With p(.) the probability of the explained class and r_k the top-k features by attribution:
+
+    comp_k = p(x) - p(x with r_k removed)          (higher is better: the rationale mattered)
+    suff_k = p(x) - p(x with all but r_k removed)  (lower is better: the rationale suffices)
+
+"Removed" means replaced by the mask token (token ids) or by a baseline value (images, default 0
+in model-input space; all channels of a pixel together, so both halves of a B-cos [x, 1-x] pair
+go at once). k = max(min_k, floor(n * r)) for each fraction r, n = number of features of the
+sample (``feature_mask`` excludes special and padding tokens). Two summaries:
+
+* ``eraser``:  AOPC = mean of the curve over r in {0.01, 0.05, 0.1, 0.2, 0.5};
+* ``bcos-lm``: trapezoid area of the curve over r in {0.1, ..., 0.9}, not normalised (what the
+  B-cos LM code computes with ``sklearn.metrics.auc``); sufficiency also masks the non-feature
+  positions ([CLS]/[SEP]).
+
+Scores are probabilities differences in [-1, 1]; papers report them x100.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from metrics._checks import check_choice, check_finite, check_fractions, check_targets, check_tensor
+from metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal
+from metrics.types import CurveScores, ErasureScores
+
+
+@dataclass(frozen=True)
+class ErasureSummary:
+    """Conventions of one comprehensiveness/sufficiency summary (see module docstring)."""
+
+    name: str
+    fractions: tuple[float, ...]
+    aggregate: str  # "mean" (AOPC) or "trapezoid" (area over the fractions, unnormalised)
+    mask_special_in_sufficiency: bool
+    description: str
+
+
+ERASURE_SUMMARIES: dict[str, ErasureSummary] = {
+    s.name: s
+    for s in (
+        ErasureSummary(
+            "eraser",
+            (0.01, 0.05, 0.1, 0.2, 0.5),
+            "mean",
+            False,
+            "ERASER AOPC: mean over k in {1, 5, 10, 20, 50} % of the features",
+        ),
+        ErasureSummary(
+            "bcos-lm",
+            (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
+            "trapezoid",
+            True,
+            "B-cos LM code: trapezoid area over r = 0.1..0.9 (unnormalised); sufficiency masks [CLS]/[SEP] too",
+        ),
+    )
+}
+
+
+def comprehensiveness_sufficiency(
+    forward: ForwardFn,
+    inputs: Tensor,
+    attributions: Tensor,
+    targets: Tensor | None = None,
+    *,
+    summary: str = "eraser",
+    fractions: Sequence[float] | None = None,
+    top_k: Sequence[int] | None = None,
+    min_k: int = 1,
+    baseline: float | int | Tensor = 0.0,
+    feature_mask: Tensor | None = None,
+    mask_special_in_sufficiency: bool | None = None,
+    activation: str = "softmax",
+    chunk_size: int = 256,
+    extra: Mapping[str, Tensor] | None = None,
+) -> ErasureScores:
+    """Comprehensiveness and sufficiency curves and summaries for a batch of explanations.
+
+    Args:
+        forward: ``forward(inputs, **extra) -> (n, K)`` logits (or probabilities with
+            ``activation="identity"``).
+        inputs: (B, T) token ids, or (B, C, H, W) images (any (B, *C, *S) with features on S).
+        attributions: (B, *S) feature scores, ranked by signed value (highest first).
+        targets: (B,) explained classes; ``None`` = the model's predicted class (B-cos LM).
+        summary: ``eraser`` or ``bcos-lm`` (see module docstring); sets the defaults of
+            ``fractions`` and ``mask_special_in_sufficiency``.
+        fractions: feature fractions r in (0, 1]; overrides the summary's.
+        top_k: absolute k values instead of fractions (each must be <= every sample's n).
+        min_k: lower bound of k from a fraction (1: at least one feature is always removed).
+        baseline: the mask token id (text) or the replacement value / tensor (images).
+        feature_mask: (B, *S) bool, True for rankable features (default: all).
+        mask_special_in_sufficiency: whether sufficiency also replaces non-feature positions.
+        activation: ``softmax``, ``sigmoid`` (B-cos models) or ``identity``.
+        chunk_size: perturbed inputs per model call.
+        extra: per-sample side inputs for ``forward`` (e.g. ``{"attention_mask": mask}``).
+    """
+    check_tensor(inputs, "inputs")
+    check_tensor(attributions, "attributions", floating=True)
+    check_finite(attributions, "attributions")
+    check_choice(summary, "summary", tuple(ERASURE_SUMMARIES))
+    conv = ERASURE_SUMMARIES[summary]
+    b = inputs.shape[0]
+    feat_shape = attributions.shape[1:]
+    if attributions.shape[0] != b or inputs.shape[inputs.dim() - len(feat_shape) :] != feat_shape:
+        raise ValueError(
+            f"attributions {tuple(attributions.shape)} must be (batch, *feature dims) matching the "
+            f"trailing dims of inputs {tuple(inputs.shape)}"
+        )
+    if feature_mask is None:
+        feature_mask = torch.ones(attributions.shape, dtype=torch.bool, device=inputs.device)
+    elif feature_mask.shape != attributions.shape or feature_mask.dtype != torch.bool:
+        raise ValueError(f"feature_mask must be a bool tensor of shape {tuple(attributions.shape)}")
+    flat_valid = feature_mask.reshape(b, -1)
+    n_features = flat_valid.sum(dim=1)
+    if bool((n_features == 0).any()):
+        empty = (n_features == 0).nonzero().flatten().tolist()
+        raise ValueError(f"feature_mask selects no feature in samples {empty}")
+
+    if targets is None:
+        with torch.no_grad():
+            targets = forward(inputs, **dict(extra or {})).argmax(dim=1)
+    targets = check_targets(targets, b)
+
+    if top_k is not None:
+        if fractions is not None:
+            raise ValueError("give either fractions or top_k, not both")
+        ks = torch.as_tensor(list(top_k), dtype=torch.long, device=inputs.device)
+        if ks.dim() != 1 or ks.numel() == 0 or bool((ks < 0).any()):
+            raise ValueError(f"top_k must be a non-empty sequence of non-negative ints, got {list(top_k)}")
+        too_big = ks.max() > n_features
+        if bool(too_big.any()):
+            raise ValueError(
+                f"top_k={int(ks.max())} is larger than the number of features of samples "
+                f"{too_big.nonzero().flatten().tolist()} (n = {n_features[too_big].tolist()})"
+            )
+        k = ks.expand(b, -1)
+        xs = ks.double()
+    else:
+        frac = check_fractions(conv.fractions if fractions is None else fractions, allow_zero=False)
+        xs = frac
+        k = torch.floor(n_features.double().unsqueeze(1) * frac.to(inputs.device)).long()
+        k = k.clamp(min=min_k).minimum(n_features.unsqueeze(1))
+
+    if conv.aggregate == "trapezoid" and k.shape[1] < 2:
+        raise ValueError(f"the {summary!r} summary is an area and needs at least 2 fractions or k values")
+
+    ranks = feature_ranks(attributions.reshape(b, -1).float(), flat_valid).reshape(attributions.shape)
+    r = k.shape[1]
+    # Jobs: the original input (k = 0, remove nothing), r comprehensiveness, r sufficiency.
+    sample = torch.arange(b, device=inputs.device).repeat_interleave(1 + 2 * r)
+    job_k = torch.cat([torch.zeros(b, 1, dtype=torch.long, device=inputs.device), k, k], dim=1).reshape(-1)
+    keep = torch.zeros(b, 1 + 2 * r, dtype=torch.bool, device=inputs.device)
+    keep[:, 1 + r :] = True
+    mask_special = conv.mask_special_in_sufficiency if mask_special_in_sufficiency is None else mask_special_in_sufficiency
+    probs = probabilities_after_removal(
+        forward,
+        inputs,
+        ranks,
+        targets,
+        job_sample=sample,
+        job_k=job_k,
+        job_keep_top=keep.reshape(-1),
+        baseline=baseline,
+        activation=activation,
+        chunk_size=chunk_size,
+        protected=None if mask_special else ~feature_mask,
+        extra=extra,
+    ).reshape(b, 1 + 2 * r)
+    p0 = probs[:, :1]
+    comp_curve, suff_curve = p0 - probs[:, 1 : 1 + r], p0 - probs[:, 1 + r :]
+    xs = xs.to(device=inputs.device, dtype=comp_curve.dtype)
+    no_undefined = torch.zeros(b, dtype=torch.bool, device=inputs.device)
+
+    def summarise(curve: Tensor) -> CurveScores:
+        if conv.aggregate == "mean":
+            value = curve.mean(dim=1)
+        else:
+            value = torch.trapezoid(curve, xs, dim=1)
+        return CurveScores(values=value, undefined=no_undefined, curve=curve, fractions=xs)
+
+    return ErasureScores(
+        comprehensiveness=summarise(comp_curve),
+        sufficiency=summarise(suff_curve),
+        original_probability=p0.squeeze(1),
+    )
+
