@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from metrics._checks import check_finite, check_fractions, check_positive_int, check_targets, check_tensor
-from metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal
+from metrics._checks import check_choice, check_finite, check_fractions, check_positive_int, check_targets, check_tensor
+from metrics._perturb import ACTIVATIONS, ForwardFn, feature_ranks, probabilities_after_removal
 from metrics.types import CurveScores
 
 ALOE_FRACTIONS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6, 0.8)
@@ -107,6 +107,7 @@ def _block_curve(
 ) -> CurveScores:
     check_tensor(inputs, "inputs", min_dim=4, floating=True)
     check_tensor(attributions, "attributions", min_dim=3, floating=True)
+    check_choice(activation, "activation", ACTIVATIONS)
     if attributions.dim() == 4:
         attributions = attributions.sum(dim=1)
     b, _, h, w = inputs.shape

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from metrics._checks import check_choice, check_finite, check_fractions, check_targets, check_tensor
-from metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal
+from metrics._perturb import ACTIVATIONS, ForwardFn, feature_ranks, probabilities_after_removal
 from metrics.types import CurveScores, ErasureScores
 
 
@@ -104,6 +104,7 @@ def comprehensiveness_sufficiency(
     check_tensor(attributions, "attributions", floating=True)
     check_finite(attributions, "attributions")
     check_choice(summary, "summary", tuple(ERASURE_SUMMARIES))
+    check_choice(activation, "activation", ACTIVATIONS)
     conv = ERASURE_SUMMARIES[summary]
     b = inputs.shape[0]
     feat_shape = attributions.shape[1:]
