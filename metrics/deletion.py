@@ -24,7 +24,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from metrics._checks import check_choice, check_finite, check_fractions, check_positive_int, check_targets, check_tensor
+from metrics._checks import (
+    check_choice,
+    check_finite,
+    check_fractions,
+    check_positive_int,
+    check_targets,
+    check_tensor,
+)
 from metrics._perturb import ACTIVATIONS, ForwardFn, feature_ranks, probabilities_after_removal
 from metrics.types import CurveScores
 
@@ -69,7 +76,16 @@ def pixel_deletion(
         chunk_size: perturbed images per model call.
     """
     return _block_curve(
-        forward, inputs, attributions, targets, block_size, fractions, baseline, activation, chunk_size, insert=False
+        forward,
+        inputs,
+        attributions,
+        targets,
+        block_size,
+        fractions,
+        baseline,
+        activation,
+        chunk_size,
+        insert=False,
     )
 
 
@@ -88,7 +104,16 @@ def pixel_insertion(
     """Insertion curve and normalised AUC (higher is better): start from the baseline and reveal
     the top blocks. Arguments as :func:`pixel_deletion`."""
     return _block_curve(
-        forward, inputs, attributions, targets, block_size, fractions, baseline, activation, chunk_size, insert=True
+        forward,
+        inputs,
+        attributions,
+        targets,
+        block_size,
+        fractions,
+        baseline,
+        activation,
+        chunk_size,
+        insert=True,
     )
 
 
@@ -145,5 +170,8 @@ def _block_curve(
     xs = frac.to(device=inputs.device, dtype=curve.dtype)
     auc = torch.trapezoid(curve, xs, dim=1) / (xs[-1] - xs[0])
     return CurveScores(
-        values=auc, undefined=torch.zeros(b, dtype=torch.bool, device=inputs.device), curve=curve, fractions=xs
+        values=auc,
+        undefined=torch.zeros(b, dtype=torch.bool, device=inputs.device),
+        curve=curve,
+        fractions=xs,
     )

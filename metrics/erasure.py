@@ -57,7 +57,8 @@ ERASURE_SUMMARIES: dict[str, ErasureSummary] = {
             (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
             "trapezoid",
             True,
-            "B-cos LM code: trapezoid area over r = 0.1..0.9 (unnormalised); sufficiency masks [CLS]/[SEP] too",
+            "B-cos LM code: trapezoid area over r = 0.1..0.9 (unnormalised); "
+            "sufficiency masks [CLS]/[SEP] too",
         ),
     )
 }
@@ -158,7 +159,11 @@ def comprehensiveness_sufficiency(
     job_k = torch.cat([torch.zeros(b, 1, dtype=torch.long, device=inputs.device), k, k], dim=1).reshape(-1)
     keep = torch.zeros(b, 1 + 2 * r, dtype=torch.bool, device=inputs.device)
     keep[:, 1 + r :] = True
-    mask_special = conv.mask_special_in_sufficiency if mask_special_in_sufficiency is None else mask_special_in_sufficiency
+    mask_special = (
+        conv.mask_special_in_sufficiency
+        if mask_special_in_sufficiency is None
+        else mask_special_in_sufficiency
+    )
     probs = probabilities_after_removal(
         forward,
         inputs,
@@ -190,4 +195,3 @@ def comprehensiveness_sufficiency(
         sufficiency=summarise(suff_curve),
         original_probability=p0.squeeze(1),
     )
-

@@ -49,5 +49,6 @@ def test_bad_inputs():
 
 def test_half_precision_maps_are_summed_in_float32():
     a = torch.rand(2, 4096).half()
-    torch.testing.assert_close(explanation_entropy(a).values.float(), explanation_entropy(a.float()).values,
-                               rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(
+        explanation_entropy(a).values.float(), explanation_entropy(a.float()).values, rtol=1e-3, atol=1e-3
+    )

@@ -65,8 +65,9 @@ def test_blocks_are_removed_whole_with_round_half_up_counts():
     v = torch.arange(16, dtype=torch.float).view(4, 4)
     model = AdditiveImageModel(v)
     x = torch.ones(1, 1, 4, 4)
-    res = pixel_deletion(model, x, v.unsqueeze(0), T, block_size=2, fractions=[0.0, 0.125, 0.25, 1.0],
-                         activation="identity")
+    res = pixel_deletion(
+        model, x, v.unsqueeze(0), T, block_size=2, fractions=[0.0, 0.125, 0.25, 1.0], activation="identity"
+    )
     # 4 blocks; the best is the bottom-right one (10+11+14+15 = 50), then bottom-left (8+9+12+13 = 42).
     # k = floor(f * 4 + 0.5) = 0, 1 (0.5 rounds up), 1, 4.
     assert res.curve.tolist() == [[120, 70, 70, 0]]
@@ -92,8 +93,16 @@ def test_per_channel_baseline_tensor():
     x = torch.ones(1, 2, 2, 2)
     model = AdditiveImageModel(V)
     baseline = torch.tensor([0.0, 2.0]).view(2, 1, 1)
-    res = pixel_deletion(model, x, V.unsqueeze(0), T, block_size=1, fractions=[0.0, 0.25], baseline=baseline,
-                         activation="identity")
+    res = pixel_deletion(
+        model,
+        x,
+        V.unsqueeze(0),
+        T,
+        block_size=1,
+        fractions=[0.0, 0.25],
+        baseline=baseline,
+        activation="identity",
+    )
     # Removing the top pixel (weight 4): channel 0 drops 4, channel 1 gains 4 -> unchanged sum.
     assert res.curve.tolist() == [[20.0, 20.0]]
 

@@ -87,8 +87,9 @@ def test_images_use_a_baseline_on_every_channel():
     v = torch.tensor([[4.0, 3.0], [2.0, 1.0]])
     model = AdditiveImageModel(v)
     x = torch.ones(1, 3, 2, 2)
-    res = comprehensiveness_sufficiency(model, x, v.unsqueeze(0), torch.tensor([0]), activation="identity",
-                                        fractions=[0.25, 0.5])
+    res = comprehensiveness_sufficiency(
+        model, x, v.unsqueeze(0), torch.tensor([0]), activation="identity", fractions=[0.25, 0.5]
+    )
     # 3 channels: removing the top pixel removes 3 * 4.
     assert res.comprehensiveness.curve.tolist() == [[12.0, 21.0]]
 
@@ -102,8 +103,16 @@ def test_side_inputs_are_gathered_per_chunk():
 
     ids = IDS.repeat(3, 1)
     w = torch.tensor([[1.0], [2.0], [3.0]])
-    res = comprehensiveness_sufficiency(forward, ids, ATTR.repeat(3, 1), torch.zeros(3, dtype=torch.long),
-                                        baseline=0, activation="identity", extra={"weight": w}, chunk_size=4)
+    res = comprehensiveness_sufficiency(
+        forward,
+        ids,
+        ATTR.repeat(3, 1),
+        torch.zeros(3, dtype=torch.long),
+        baseline=0,
+        activation="identity",
+        extra={"weight": w},
+        chunk_size=4,
+    )
     assert res.original_probability.tolist() == [10.0, 20.0, 30.0]
     assert res.comprehensiveness.values.tolist() == pytest.approx([4.6, 9.2, 13.8])
     assert max(len(s) for s in seen) == 4

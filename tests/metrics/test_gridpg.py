@@ -84,7 +84,9 @@ def test_smoothing_spreads_a_border_impulse_by_hand():
     torch.testing.assert_close(s.values, torch.tensor([[4 / 9]]))
     interior = torch.zeros(1, 1, 8, 8)
     interior[0, 0, 1, 1] = 1.0
-    assert grid_pointing_game(interior, 2, cells=torch.tensor([[0]]), smooth=3).values.item() == pytest.approx(1.0)
+    assert grid_pointing_game(
+        interior, 2, cells=torch.tensor([[0]]), smooth=3
+    ).values.item() == pytest.approx(1.0)
 
 
 def test_smooth_maps_is_zero_padded_mean_and_keeps_size():
@@ -234,7 +236,9 @@ def test_select_random_partners_drops_and_counts_grids_with_an_ineligible_cell()
     again = select_random_partners(labels, eligible, grid_size=2, n_grids=None, seed=1)
     assert torch.equal(sel.indices, again.indices)
     with pytest.raises(ValueError, match="distinct classes"):
-        select_random_partners(torch.tensor([0, 0, 1]), torch.ones(3, dtype=torch.bool), grid_size=2, n_grids=1)
+        select_random_partners(
+            torch.tensor([0, 0, 1]), torch.ones(3, dtype=torch.bool), grid_size=2, n_grids=1
+        )
 
 
 def test_select_grids_applies_the_preset():
@@ -254,10 +258,19 @@ def test_select_grids_applies_the_preset():
 def test_presets_match_the_protocol_table():
     v2, bf, aloe = (GRIDPG_PRESETS[k] for k in ("bcos-v2", "bcosification", "aloe"))
     assert (v2.tiling, v2.selection, v2.zero_mass, v2.vit_windows) == (
-        "column-major", "confidence", "zero", "none")
+        "column-major",
+        "confidence",
+        "zero",
+        "none",
+    )
     assert (bf.tiling, bf.vit_windows) == ("column-major", "sum-padded")
     assert (aloe.tiling, aloe.selection, aloe.zero_mass, aloe.vit_windows, aloe.threshold) == (
-        "row-major", "random-partners", "drop-grid", "mean-unpadded", 0.95)
+        "row-major",
+        "random-partners",
+        "drop-grid",
+        "mean-unpadded",
+        0.95,
+    )
     assert v2.smoothing_kernel(224) == 15 and v2.smoothing_kernel(32) == 1 and v2.smoothing_kernel(112) == 7
     assert aloe.smoothing_kernel(224) == 1
     assert (v2.grid_size(False), v2.grid_size(True), aloe.grid_size(False)) == (3, 2, 2)
@@ -276,8 +289,9 @@ def test_mean_fold_without_padding_reproduces_a_local_map_and_counts_coverage():
     targets = torch.zeros(2, 4, dtype=torch.long)
     mean = sliding_window_maps(channel_sum, grids, targets, window=14, stride=7, padding=0, fold="mean")
     torch.testing.assert_close(mean, grids.sum(1, keepdim=True).expand(2, 4, 28, 28))
-    ones = sliding_window_maps(lambda x, t: torch.ones_like(x[:, 0]), grids, targets,
-                               window=14, stride=7, padding=0, fold="sum")
+    ones = sliding_window_maps(
+        lambda x, t: torch.ones_like(x[:, 0]), grids, targets, window=14, stride=7, padding=0, fold="sum"
+    )
     assert ones[0, 0, 0, 0] == 1 and ones[0, 0, 10, 10] == 4 and ones[0, 0, 3, 10] == 2
 
 
@@ -290,8 +304,16 @@ def test_sum_fold_with_padding_covers_every_pixel_four_times():
         calls.append(x.shape[0])
         return x.sum(1)
 
-    out = sliding_window_maps(explain, grids, torch.zeros(1, 4, dtype=torch.long),
-                              window=8, stride=4, padding=4, fold="sum", chunk_size=1000)
+    out = sliding_window_maps(
+        explain,
+        grids,
+        torch.zeros(1, 4, dtype=torch.long),
+        window=8,
+        stride=4,
+        padding=4,
+        fold="sum",
+        chunk_size=1000,
+    )
     assert sum(calls) == 25 * 4
     torch.testing.assert_close(out[0, 0], 4 * grids[0].sum(0))
 
@@ -304,8 +326,9 @@ def test_windows_receive_the_right_targets_and_pixels():
         seen.append((x.clone(), t.clone()))
         return torch.zeros(x.shape[0], 2, 2)
 
-    sliding_window_maps(explain, grids, torch.tensor([[5, 9]]), window=2, stride=2, padding=0, fold="sum",
-                        chunk_size=3)
+    sliding_window_maps(
+        explain, grids, torch.tensor([[5, 9]]), window=2, stride=2, padding=0, fold="sum", chunk_size=3
+    )
     xs = torch.cat([s[0] for s in seen])
     ts = torch.cat([s[1] for s in seen])
     assert ts.tolist() == [5, 5, 5, 5, 9, 9, 9, 9]
@@ -314,8 +337,15 @@ def test_windows_receive_the_right_targets_and_pixels():
 
 def test_sliding_windows_reject_geometry_that_does_not_tile():
     with pytest.raises(ValueError, match="do not tile"):
-        sliding_window_maps(channel_sum, torch.ones(1, 1, 10, 10), torch.zeros(1, 1, dtype=torch.long),
-                            window=4, stride=4, padding=0, fold="mean")
+        sliding_window_maps(
+            channel_sum,
+            torch.ones(1, 1, 10, 10),
+            torch.zeros(1, 1, dtype=torch.long),
+            window=4,
+            stride=4,
+            padding=0,
+            fold="mean",
+        )
 
 
 def test_gridpg_maps_explains_each_cell_class_and_uses_the_preset_geometry():
@@ -341,3 +371,9 @@ def test_zero_padded_smoothing_favours_centre_cells_of_a_uniform_map():
     # Smoothing with zero padding lowers border cells; centre cell gets the most mass.
     assert s.values[0, 4] > 1 / 9 > s.values[0, 0]
     assert math.isclose(float(s.values.sum()), 1.0, rel_tol=1e-5)
+
+
+def test_separable_smoothing_equals_the_two_dimensional_mean():
+    m = torch.randn(3, 20, 20)
+    direct = torch.nn.functional.avg_pool2d(m.unsqueeze(1), 7, stride=1, padding=3).squeeze(1)
+    torch.testing.assert_close(smooth_maps(m, 7), direct)
