@@ -1,8 +1,7 @@
-"""Model adapters (standard, B-cos, B-cosified, ALOE) and the offline model zoo.
+"""Model adapters (standard, B-cos, B-cosified, ALOE) behind one protocol, and the offline zoo."""
 
-The registry is filled by the model-adapter work; ``python -m bench list`` shows it.
-"""
+from models.adapter import FAMILIES, ModelAdapter, ModelSpec, input_x_gradient
+from models.bcosify import bcosify
+from models.registry import MODELS, load_model
 
-from bench.registry import Registry
-
-MODELS: Registry = Registry("model")
+__all__ = ["FAMILIES", "MODELS", "ModelAdapter", "ModelSpec", "bcosify", "input_x_gradient", "load_model"]

@@ -1,0 +1,112 @@
+"""The model-adapter protocol every family implements, and the native W(x)x explanation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from bcos.common import explanation_mode
+from torch import Tensor, nn
+
+from models.encoding import InputEncoding
+
+FAMILIES = ("standard", "bcos", "bcosified", "aloe")
+
+
+@dataclass
+class ModelAdapter:
+    """A classifier plus everything the suite needs to know about it.
+
+    Attributes:
+        module: maps encoded input (B, encoding.channels, H, W) to logits (B, num_classes).
+        encoding: how images in [0, 1] become module input.
+        input_size: (H, W) of one image; ``fixed_input`` models (ViTs with learned geometry) only
+            take that size, so GridPG explains grids through sliding windows.
+        is_vit: whether the model is a vision transformer (GridPG presets treat ViTs differently).
+        activation: how logits become probabilities (``softmax``, or ``sigmoid`` for B-cos models
+            trained with BCE).
+        logit_bias: the input-independent constant every logit carries (B-cos ``LogitLayer``);
+            W(x)x sums to ``logit - logit_bias``.
+        conv_layer: dotted name of the last convolutional block (GradCAM), if any.
+        info: provenance and held-out accuracy.
+    """
+
+    name: str
+    family: str
+    module: nn.Module
+    encoding: InputEncoding
+    num_classes: int
+    input_size: tuple[int, int]
+    is_vit: bool = False
+    activation: str = "softmax"
+    logit_bias: float = 0.0
+    conv_layer: str | None = None
+    description: str = ""
+    info: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"unknown model family {self.family!r}; valid families: {', '.join(FAMILIES)}")
+        self.module.eval()
+
+    @property
+    def has_native_explanation(self) -> bool:
+        return self.family != "standard"
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.module.parameters()).device
+
+    def to(self, device: torch.device | str) -> ModelAdapter:
+        self.module.to(device)
+        return self
+
+    def encode(self, images: Tensor) -> Tensor:
+        return self.encoding(images)
+
+    def __call__(self, inputs: Tensor) -> Tensor:
+        return self.module(inputs)
+
+    def probabilities(self, logits: Tensor) -> Tensor:
+        return logits.sigmoid() if self.activation == "sigmoid" else logits.softmax(dim=-1)
+
+    def explain_native(self, inputs: Tensor, targets: Tensor) -> Tensor:
+        """W(x)x contributions (B, C, H, W) of input dimension d to logit ``targets[b]``.
+
+        One forward and one backward for the whole batch, in explanation mode (every dynamic
+        factor detached), on a fresh leaf copy of ``inputs``. Sum over channels for pixel maps.
+        """
+        if not self.has_native_explanation:
+            raise TypeError(
+                f"model {self.name!r} ({self.family}) has no native explanation; use a post-hoc method "
+                "or a B-cos / B-cosified / ALOE model"
+            )
+        return input_x_gradient(self.module, inputs, targets, explanation=True)
+
+
+def input_x_gradient(module: nn.Module, inputs: Tensor, targets: Tensor, *, explanation: bool) -> Tensor:
+    """x * d logit_target / dx for a batch (one backward), optionally in B-cos explanation mode."""
+    if targets.shape != (inputs.shape[0],):
+        raise ValueError(f"targets must have shape ({inputs.shape[0]},), got {tuple(targets.shape)}")
+    x = inputs.detach().clone().requires_grad_(True)  # fresh leaf: no gradient accumulates across calls
+    with torch.enable_grad():
+        if explanation:
+            with explanation_mode(module):
+                logits = module(x)
+        else:
+            logits = module(x)
+        selected = logits.gather(1, targets.long().view(-1, 1).to(logits.device)).sum()
+        (grad,) = torch.autograd.grad(selected, x)
+    return (grad * x).detach()
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A registry entry: how to build one model adapter."""
+
+    name: str
+    family: str
+    source: str  # "zoo" (built offline), "torchvision", "bcos-hub"
+    description: str
+    build: Callable[..., ModelAdapter]

