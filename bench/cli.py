@@ -27,10 +27,36 @@ def _cmd_list(args: argparse.Namespace) -> int:
     out.write("\ncomprehensiveness/sufficiency summaries:\n")
     for s in ERASURE_SUMMARIES.values():
         out.write(f"  {s.name:<14} {s.description}\n")
-    for title, registry in (("models", MODELS), ("methods", METHODS)):
-        names = ", ".join(registry) if len(registry) else "(none registered yet)"
-        out.write(f"\n{title}: {names}\n")
+    out.write("\nmodels:\n")
+    width = max(map(len, MODELS)) + 1
+    for name in MODELS:
+        spec = MODELS.get(name)
+        out.write(f"  {name:<{width}} {spec.family:<10} {spec.source:<12} {spec.description}\n")
+    names = ", ".join(METHODS) if len(METHODS) else "(none registered yet)"
+    out.write(f"\nmethods: {names}\n")
     out.write("\nsuites: (none yet)\n")
+    return 0
+
+
+def _cmd_zoo(args: argparse.Namespace) -> int:
+    import time
+
+    from models import zoo
+
+    names = args.models or list(zoo.RECIPES)
+    unknown = [n for n in names if n not in zoo.RECIPES]
+    if unknown:
+        sys.stderr.write(f"unknown zoo model(s) {', '.join(unknown)}; valid: {', '.join(zoo.RECIPES)}\n")
+        return 2
+    rows = []
+    for name in names:
+        start = time.perf_counter()
+        _, info = zoo.build(name)
+        rows.append((name, zoo.RECIPES[name].family, info["test_accuracy"], time.perf_counter() - start))
+    sys.stdout.write(f"{'model':<22} {'family':<10} {'held-out acc':>12} {'seconds':>8}\n")
+    for name, family, acc, secs in rows:
+        sys.stdout.write(f"{name:<22} {family:<10} {100 * acc:>11.1f}% {secs:>8.1f}\n")
+    sys.stdout.write(f"checkpoints: {zoo.cache_dir()}\n")
     return 0
 
 
@@ -41,6 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p_list = sub.add_parser("list", help="show the registered metrics, presets, models, methods and suites")
     p_list.set_defaults(func=_cmd_list)
+    p_zoo = sub.add_parser(
+        "zoo", help="build (or load from cache) the offline model zoo and report accuracies"
+    )
+    p_zoo.add_argument("models", nargs="*", help="zoo models to build (default: all)")
+    p_zoo.set_defaults(func=_cmd_zoo)
     return parser
 
 

@@ -59,3 +59,21 @@ def test_metric_registry_directions():
         not METRICS.get("sufficiency").higher_is_better and METRICS.get("comprehensiveness").higher_is_better
     )
     assert METRICS.get("gridpg").presets == ("bcos-v2", "bcosification", "aloe")
+
+
+def test_zoo_command_rejects_unknown_models(capsys):
+    assert main(["zoo", "resnet9"]) == 2
+    assert "unknown zoo model(s) resnet9; valid: cnn_mnist" in capsys.readouterr().err
+
+
+def test_list_shows_every_registered_model_with_its_family():
+    out = subprocess.run(
+        [sys.executable, "-m", "bench", "list"], capture_output=True, text=True, check=True
+    ).stdout
+    for name, family in (
+        ("cnn_mnist", "standard"),
+        ("bcos_cnn_mnist", "bcos"),
+        ("bcosified_cnn_mnist", "bcosified"),
+        ("aloe_vit_mnist", "aloe"),
+    ):
+        assert any(line.split()[:2] == [name, family] for line in out.splitlines())
