@@ -42,6 +42,43 @@ class DetachableGELU(DetachableModule):
         return x * (gate.detach() if self.detach else gate)
 
 
+class DetachableSelfAttention(DetachableModule):
+    """``nn.MultiheadAttention`` (batch-first self-attention) rewritten so that the attention matrix is a
+    dynamic linear map: in explanation mode q and k are detached (as the B-cos ViT ``Attention``).
+
+    ``qkv`` stays a plain linear layer (its dynamics are the attention matrix); ``out_proj`` becomes
+    a B-cos layer like every other linear layer. Called like ``nn.MultiheadAttention``.
+    """
+
+    def __init__(self, mha: nn.MultiheadAttention) -> None:
+        super().__init__()
+        if not mha.batch_first or mha.bias_k is not None or mha.add_zero_attn or not mha._qkv_same_embed_dim:
+            raise NotImplementedError(
+                "bcosify supports batch-first self-attention without bias_k/v or zero-attn"
+            )
+        self.num_heads = mha.num_heads
+        self.qkv = nn.Linear(mha.embed_dim, 3 * mha.embed_dim, bias=mha.in_proj_bias is not None)
+        self.out_proj = nn.Linear(mha.embed_dim, mha.embed_dim, bias=mha.out_proj.bias is not None)
+        with torch.no_grad():
+            self.qkv.weight.copy_(mha.in_proj_weight)
+            self.out_proj.weight.copy_(mha.out_proj.weight)
+            if mha.in_proj_bias is not None:
+                self.qkv.bias.copy_(mha.in_proj_bias)
+            if mha.out_proj.bias is not None:
+                self.out_proj.bias.copy_(mha.out_proj.bias)
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, need_weights: bool = False, **_: object):
+        if not (query is key is value):
+            raise NotImplementedError("only self-attention (query is key is value) is supported")
+        b, n, d = query.shape
+        q, k, v = self.qkv(query).view(b, n, 3, self.num_heads, d // self.num_heads).permute(2, 0, 3, 1, 4)
+        if self.detach:
+            q, k = q.detach(), k.detach()
+        attn = (q @ k.transpose(-1, -2) / math.sqrt(d // self.num_heads)).softmax(dim=-1)
+        out = (attn @ v).transpose(1, 2).reshape(b, n, d)
+        return self.out_proj(out), None
+
+
 class InputNormalization(nn.Module):
     """Layer 0 of a B-cosified model: fixed per-channel ``(x - mean) / std`` on the [x, 1 - x] input."""
 
@@ -140,6 +177,9 @@ def _swap(module: nn.Module, b: float, plain: set[str], prefix: str = "") -> Non
             new = _detachable_ln(child)
         elif isinstance(child, nn.GELU):
             new = DetachableGELU(child.approximate)
+        elif isinstance(child, nn.MultiheadAttention):
+            new = DetachableSelfAttention(child)
+            _swap(new, b, plain, full + ".")
         else:
             _swap(child, b, plain, full + ".")
             continue
@@ -171,7 +211,7 @@ def bcosify(
     keep_bias: bool = False,
     avgpool_for_maxpool: bool = True,
     num_classes: int | None = None,
-    plain_linear: Sequence[str] = ("to_qkv",),
+    plain_linear: Sequence[str] = ("to_qkv", "qkv"),
 ) -> nn.Sequential:
     """B-cosify a copy of ``model`` (which takes ``image_channels`` inputs normalised by mean/std).
 
@@ -182,8 +222,9 @@ def bcosify(
         keep_bias: keep all biases (stage 1 / ablation) instead of removing them.
         avgpool_for_maxpool: replace MaxPool2d by AvgPool2d of the same geometry.
         num_classes: append ``LogitLayer(-log(num_classes - 1))`` (the B-cos BCE logit bias).
-        plain_linear: Linear layers (by attribute name) that stay plain, e.g. attention's to_qkv,
-            whose dynamics are the attention matrix.
+        plain_linear: Linear layers (by attribute name) that stay plain, e.g. attention's q/k/v
+            projection, whose dynamics are the attention matrix. ``nn.MultiheadAttention`` (torchvision
+            ViTs) is rewritten as :class:`DetachableSelfAttention`.
     Returns:
         ``nn.Sequential(InputNormalization, model[, LogitLayer])`` taking [x, 1 - x] input.
     """

@@ -251,3 +251,34 @@ def test_convolutional_head_is_exactly_ccexams_mnistnet():
         torch.testing.assert_close(ccexam_mnist_cnn()(x), original.eval()(x), rtol=1e-5, atol=1e-5)
     # ... and it accepts whole GridPG grids.
     assert ccexam_mnist_cnn()(torch.zeros(1, 1, 84, 84)).shape == (1, 10)
+
+
+def test_functionally_equivalent_rewrite_of_a_torchvision_vit():
+    torch.manual_seed(0)
+    vit = torchvision.models.VisionTransformer(
+        image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64, num_classes=5
+    ).eval()
+    for p in vit.parameters():
+        if p.dim() == 1:
+            p.data.normal_(0, 0.1)  # non-zero biases, so that keeping them is tested
+    vit.heads.head.weight.data.normal_(0, 0.2)  # torchvision initialises the head to zero
+    mean, std = (0.5, 0.4, 0.3), (0.2, 0.25, 0.3)
+    converted = _stage_one(vit, image_channels=3, mean=mean, std=std)
+    x = images(2, side=32, channels=3)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            converted(bcos_inverse(3)(x)), vit(normalized(mean, std)(x)), rtol=1e-4, atol=1e-5
+        )
+    full = bcosify(vit, image_channels=3, mean=mean, std=std, num_classes=5)
+    assert not any(isinstance(m, nn.MultiheadAttention) for m in full.modules())
+    x6 = bcos_inverse(3)(x)
+    with torch.no_grad():
+        plain = full(x6)
+        with explanation_mode(full):
+            torch.testing.assert_close(full(x6), plain)
+    # q and k are detached in explanation mode: the attention matrix acts as a fixed linear map.
+    xg = x6.clone().requires_grad_(True)
+    with explanation_mode(full):
+        (g_expl,) = torch.autograd.grad(full(xg)[:, 0].sum(), xg)
+    (g_plain,) = torch.autograd.grad(full(xg)[:, 0].sum(), xg)
+    assert not torch.allclose(g_expl, g_plain)
