@@ -1,8 +1,44 @@
-"""Attribution adapters (Captum, zennit LRP, LIME, native W(x)x) behind one interface.
+"""Attribution adapters (Captum, zennit LRP, LIME, attention rollout, native W(x)x) behind one interface.
 
-The registry is filled by the attribution-adapter work; ``python -m bench list`` shows it.
+``METHODS`` maps names to method classes; ``get_method(name, **params)`` builds one with checked
+parameters; ``method.attribute(model, inputs, targets)`` returns channel-summed maps (B, H, W).
 """
 
+from attributions.base import AttributionMethod, Capabilities, UnsupportedMethodError
+from attributions.gradients import (
+    DeepLift,
+    GradCam,
+    Gradient,
+    GuidedBackprop,
+    InputXGradient,
+    IntegratedGradients,
+)
+from attributions.lrp import LRP
+from attributions.native import NativeExplanation
+from attributions.perturbation import Lime, ShapleySampling
+from attributions.rollout import AttentionRollout
 from bench.registry import Registry
 
-METHODS: Registry = Registry("method")
+METHODS: Registry[type[AttributionMethod]] = Registry("method")
+for _cls in (
+    NativeExplanation,
+    Gradient,
+    InputXGradient,
+    IntegratedGradients,
+    GuidedBackprop,
+    DeepLift,
+    GradCam,
+    LRP,
+    Lime,
+    ShapleySampling,
+    AttentionRollout,
+):
+    METHODS.register(_cls.name, _cls)
+
+
+def get_method(name: str, **params: object) -> AttributionMethod:
+    """Build the method registered as ``name`` (unknown names and parameters list the valid ones)."""
+    return METHODS.get(name)(**params)
+
+
+__all__ = ["METHODS", "AttributionMethod", "Capabilities", "UnsupportedMethodError", "get_method"]

@@ -39,6 +39,15 @@ class InputEncoding:
             x = (x - mean) / std
         return x
 
+    def decode(self, inputs: Tensor) -> Tensor:
+        """Model input -> the image in [0, 1] (undoes the normalisation, keeps the first C channels)."""
+        x = inputs
+        if self.mean is not None:
+            mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+            std = torch.tensor(self.std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+            x = x * std + mean
+        return x[:, : self.image_channels]
+
 
 def normalized(mean: tuple[float, ...], std: tuple[float, ...]) -> InputEncoding:
     return InputEncoding("normalized", len(mean), mean=mean, std=std)

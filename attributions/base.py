@@ -1,0 +1,118 @@
+"""The attribution-adapter interface: one class per method, declared capabilities, checked parameters.
+
+An attribution method explains a batch of (input, target) pairs of a :class:`ModelAdapter`:
+
+    maps = method.attribute(model, inputs, targets)     # (B, H, W) on the inputs' device
+
+``inputs`` are model inputs (the adapter's encoding already applied), targets (B,) class indices.
+Channel reduction: attributions are **summed over the input channels** (all 6 of a B-cos
+[x, 1 - x] encoding), the convention of the B-cos papers' GridPG code. Methods that cannot explain
+a model raise :class:`UnsupportedMethodError` from :meth:`AttributionMethod.check`, before any
+compute is spent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from models.adapter import ModelAdapter
+
+
+class UnsupportedMethodError(ValueError):
+    """A method cannot explain a model (raised before any compute)."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a method can explain and how it runs."""
+
+    cnn: bool = True
+    vit: bool = True
+    text: bool = False
+    needs_layer: bool = False  # needs ``model.conv_layer`` (GradCAM)
+    needs_native: bool = False  # needs a B-cos / B-cosified / ALOE model
+    batchable: bool = True  # one call explains the whole batch (else: a loop over samples)
+    seeded: bool = False  # random sampling, reproducible through ``seed``
+    class_specific: bool = True  # False: the same map for every target (attention rollout)
+
+
+class AttributionMethod:
+    """Base class: subclasses set ``name``, ``description``, ``capabilities``, ``defaults`` and
+    implement ``_attribute`` (and optionally ``_check``)."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    defaults: ClassVar[dict[str, Any]] = {}
+    unsupported_note: ClassVar[str] = ""  # appended when a model kind is not supported
+
+    def __init__(self, **params: Any) -> None:
+        unknown = sorted(set(params) - set(self.defaults))
+        if unknown:
+            valid = ", ".join(sorted(self.defaults)) or "(none)"
+            raise TypeError(f"method {self.name!r} has no parameter(s) {', '.join(unknown)}; valid: {valid}")
+        self.params = {**self.defaults, **params}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"{type(self).__name__}({args})"
+
+    def check(self, model: ModelAdapter) -> None:
+        """Raise :class:`UnsupportedMethodError` if this method cannot explain ``model``."""
+        caps = self.capabilities
+        kind = "ViT" if model.is_vit else "CNN"
+        if (model.is_vit and not caps.vit) or (not model.is_vit and not caps.cnn):
+            self._unsupported(model, f"it does not support {kind}s{self.unsupported_note}")
+        if caps.needs_layer and not model.conv_layer:
+            self._unsupported(
+                model, "it needs a convolutional layer and the model declares none (conv_layer)"
+            )
+        if caps.needs_native and not model.has_native_explanation:
+            self._unsupported(
+                model, f"it needs a B-cos, B-cosified or ALOE model; this one is {model.family}"
+            )
+        self._check(model)
+
+    def _check(self, model: ModelAdapter) -> None:
+        """Method-specific support checks (override)."""
+
+    def _unsupported(self, model: ModelAdapter, why: str) -> None:
+        raise UnsupportedMethodError(f"method {self.name!r} cannot explain model {model.name!r}: {why}")
+
+    def attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
+        """Channel-summed maps (B, H, W), one per (input, target), on the inputs' device."""
+        self.check(model)
+        if inputs.dim() != 4:
+            raise ValueError(f"inputs must be (B, C, H, W) model inputs, got shape {tuple(inputs.shape)}")
+        if targets.shape != (inputs.shape[0],):
+            raise ValueError(f"targets must have shape ({inputs.shape[0]},), got {tuple(targets.shape)}")
+        targets = targets.to(device=inputs.device, dtype=torch.long)
+        maps = self._attribute(model, inputs.detach(), targets)
+        if maps.dim() == 4:
+            maps = maps.sum(dim=1)
+        return maps.detach().to(inputs.dtype)
+
+    def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
+        raise NotImplementedError
+
+
+@contextlib.contextmanager
+def seeded(seed: int, device: torch.device) -> Iterator[None]:
+    """Seed torch's global RNG for a sampling method without disturbing the caller's RNG state."""
+    devices = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
+
+
+def module_by_name(model: nn.Module, name: str) -> nn.Module:
+    modules = dict(model.named_modules())
+    if name not in modules:
+        raise UnsupportedMethodError(f"layer {name!r} is not a module of the model")
+    return modules[name]
