@@ -11,13 +11,18 @@ from attributions.base import AttributionMethod, Capabilities, module_by_name
 from models.adapter import ModelAdapter
 
 
+def _leaf(inputs: Tensor) -> Tensor:
+    """A fresh leaf requiring grad (else Captum sets it on the caller's tensor, with a warning)."""
+    return inputs.detach().clone().requires_grad_(True)
+
+
 class Gradient(AttributionMethod):
     name = "gradient"
     description = "Captum Saliency: d logit_t / dx (signed, abs=False as in the B-cos code)"
     defaults: ClassVar[dict] = {"abs": False}
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
-        return ca.Saliency(model.module).attribute(inputs, target=targets, abs=self.params["abs"])
+        return ca.Saliency(model.module).attribute(_leaf(inputs), target=targets, abs=self.params["abs"])
 
 
 class InputXGradient(AttributionMethod):
@@ -25,7 +30,7 @@ class InputXGradient(AttributionMethod):
     description = "Captum InputXGradient: x * d logit_t / dx (dynamic weights NOT detached)"
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
-        return ca.InputXGradient(model.module).attribute(inputs, target=targets)
+        return ca.InputXGradient(model.module).attribute(_leaf(inputs), target=targets)
 
 
 class IntegratedGradients(AttributionMethod):
@@ -41,7 +46,7 @@ class IntegratedGradients(AttributionMethod):
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         p = self.params
         return ca.IntegratedGradients(model.module).attribute(
-            inputs,
+            _leaf(inputs),
             baselines=p["baseline"],
             target=targets,
             n_steps=p["n_steps"],
@@ -55,7 +60,7 @@ class GuidedBackprop(AttributionMethod):
     description = "Captum GuidedBackprop (ReLU modules pass only positive gradients)"
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
-        return ca.GuidedBackprop(model.module).attribute(inputs, target=targets)
+        return ca.GuidedBackprop(model.module).attribute(_leaf(inputs), target=targets)
 
 
 class DeepLift(AttributionMethod):
@@ -64,7 +69,9 @@ class DeepLift(AttributionMethod):
     defaults: ClassVar[dict] = {"baseline": 0.0}
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
-        return ca.DeepLift(model.module).attribute(inputs, baselines=self.params["baseline"], target=targets)
+        return ca.DeepLift(model.module).attribute(
+            _leaf(inputs), baselines=self.params["baseline"], target=targets
+        )
 
 
 class GradCam(AttributionMethod):
@@ -79,7 +86,7 @@ class GradCam(AttributionMethod):
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         layer = module_by_name(model.module, model.conv_layer)
         cam = ca.LayerGradCam(model.module, layer).attribute(
-            inputs, target=targets, relu_attributions=self.params["relu"]
+            _leaf(inputs), target=targets, relu_attributions=self.params["relu"]
         )
         return ca.LayerAttribution.interpolate(
             cam, tuple(inputs.shape[-2:]), interpolate_mode=self.params["upsample"]

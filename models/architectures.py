@@ -32,9 +32,10 @@ class ConvDigitNet(nn.Module):
             nn.MaxPool2d(2),
         )
         self.head = nn.Sequential(nn.Conv2d(64, 128, 7), nn.ReLU(), nn.Conv2d(128, num_classes, 1))
+        self.pool = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten())  # modules, so LRP sees the mean
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.head(self.features(x)).mean(dim=(2, 3))
+        return self.pool(self.head(self.features(x)))
 
 
 def ccexam_mnist_cnn() -> ConvDigitNet:
