@@ -32,8 +32,23 @@ def _cmd_list(args: argparse.Namespace) -> int:
     for name in MODELS:
         spec = MODELS.get(name)
         out.write(f"  {name:<{width}} {spec.family:<10} {spec.source:<12} {spec.description}\n")
-    names = ", ".join(METHODS) if len(METHODS) else "(none registered yet)"
-    out.write(f"\nmethods: {names}\n")
+    out.write("\nmethods:\n")
+    for name in METHODS:
+        cls = METHODS.get(name)
+        caps = cls.capabilities
+        kinds = "/".join(k for k, ok in (("CNN", caps.cnn), ("ViT", caps.vit), ("text", caps.text)) if ok)
+        flags = ", ".join(
+            f
+            for f, on in (
+                ("needs conv layer", caps.needs_layer),
+                ("B-cos models only", caps.needs_native),
+                ("per sample", not caps.batchable),
+                ("seeded", caps.seeded),
+                ("class-agnostic", not caps.class_specific),
+            )
+            if on
+        )
+        out.write(f"  {name:<22} [{kinds}] {cls.description}{f' ({flags})' if flags else ''}\n")
     out.write("\nsuites: (none yet)\n")
     return 0
 
