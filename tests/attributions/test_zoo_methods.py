@@ -7,12 +7,21 @@ from attributions import METHODS, UnsupportedMethodError, get_method
 from models import load_model, zoo
 from models.data import mnist_splits
 
-FAST = {"lime": {"n_samples": 30, "segmentation": "slic"}, "shapley_sampling": {"n_samples": 1},
-        "integrated_gradients": {"n_steps": 8}}
+FAST = {
+    "lime": {"n_samples": 30, "segmentation": "slic"},
+    "shapley_sampling": {"n_samples": 1},
+    "integrated_gradients": {"n_steps": 8},
+}
 EXPECTED_REFUSALS = {
-    ("cnn_mnist", "native"), ("vit_mnist", "native"), ("cnn_mnist", "attention_rollout"),
-    ("bcos_cnn_mnist", "attention_rollout"), ("bcosified_cnn_mnist", "attention_rollout"),
-    ("vit_mnist", "gradcam"), ("aloe_vit_mnist", "gradcam"), ("vit_mnist", "lrp"), ("aloe_vit_mnist", "lrp"),
+    ("cnn_mnist", "native"),
+    ("vit_mnist", "native"),
+    ("cnn_mnist", "attention_rollout"),
+    ("bcos_cnn_mnist", "attention_rollout"),
+    ("bcosified_cnn_mnist", "attention_rollout"),
+    ("vit_mnist", "gradcam"),
+    ("aloe_vit_mnist", "gradcam"),
+    ("vit_mnist", "lrp"),
+    ("aloe_vit_mnist", "lrp"),
 }
 
 
