@@ -49,7 +49,11 @@ def _cmd_list(args: argparse.Namespace) -> int:
             if on
         )
         out.write(f"  {name:<22} [{kinds}] {cls.description}{f' ({flags})' if flags else ''}\n")
-    out.write("\nsuites: (none yet)\n")
+    from bench.suite import available_suites, load_suite
+
+    out.write("\nsuites:\n")
+    for name in available_suites():
+        out.write(f"  {name:<14} {load_suite(name).description}\n")
     return 0
 
 
@@ -75,6 +79,101 @@ def _cmd_zoo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from bench.report import report
+    from bench.runner import run
+    from bench.suite import load_suite, with_overrides
+
+    suite = with_overrides(
+        load_suite(args.suite),
+        models=args.models,
+        methods=args.methods,
+        metrics=args.metrics,
+        seed=args.seed,
+        n_samples=args.n_samples,
+        batch_size=args.batch_size,
+        data_root=args.data_root,
+        dataset="imagefolder" if args.data_root else None,
+        gridpg={k: v for k, v in (("preset", args.preset), ("n_grids", args.n_grids)) if v is not None}
+        or None,
+    )
+    out = Path(args.out or Path("runs") / suite.name)
+    try:
+        results = run(suite, out, device=args.device, progress=not args.no_progress)
+    except KeyboardInterrupt:
+        sys.stderr.write(
+            f"\ninterrupted: finished units are saved in {out}; run the same command to resume\n"
+        )
+        return 130
+    if results is None:  # a non-zero torchrun rank
+        return 0
+    if results.empty:
+        sys.stderr.write("no (model, method) pair could be evaluated; see skipped.json\n")
+        return 1
+    if args.no_report:
+        from bench.report import leaderboard, to_text
+
+        text, files = to_text(leaderboard(results)), []
+    else:
+        text, tables, plots = report(out / "results.csv")
+        files = [*tables.values(), *plots]
+    sys.stdout.write(f"\nleaderboard ({suite.name}, mean ± 95% CI half-width):\n{text}\n\n")
+    sys.stdout.write(f"results:  {out / 'results.csv'} (per sample: samples.csv, curves: curves.csv)\n")
+    for f in files:
+        sys.stdout.write(f"report:   {f}\n")
+    import json
+
+    skipped = json.loads((out / "skipped.json").read_text())
+    if skipped:
+        sys.stdout.write(
+            f"skipped {len(skipped)} unsupported (model, method) pairs: see {out / 'skipped.json'}\n"
+        )
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from bench.report import report
+
+    text, tables, plots = report(Path(args.results), Path(args.out) if args.out else None)
+    sys.stdout.write(text + "\n\n")
+    for f in [*tables.values(), *plots]:
+        sys.stdout.write(f"wrote {f}\n")
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from bench.compare import compare
+    from bench.report import to_text
+
+    table, failed = compare(
+        Path(args.baseline), Path(args.new), tolerance=args.tolerance, two_sided=args.two_sided
+    )
+    shown = table.copy()
+    for col in ("mean_base", "mean_new", "delta", "delta_ci_low", "delta_ci_high"):
+        fmt = "{:+.4f}" if col.startswith("delta") else "{:.4f}"
+        shown[col] = shown[col].map(lambda v, fmt=fmt: "" if v != v else fmt.format(v))
+    sys.stdout.write(to_text(shown) + "\n")
+    bad = table[table["status"].isin(["MISSING", "REGRESSED", "CHANGED"])]
+    if failed:
+        sys.stdout.write(
+            f"\nFAIL: {len(bad)} row(s) {', '.join(sorted(set(bad['status'])))} "
+            f"(tolerance {args.tolerance}{', two-sided' if args.two_sided else ''})\n"
+        )
+        return 1
+    sys.stdout.write(f"\nOK: {len(table)} rows within tolerance {args.tolerance}\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bench", description="faithbench: faithfulness and localisation of explanations"
@@ -87,9 +186,53 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_zoo.add_argument("models", nargs="*", help="zoo models to build (default: all)")
     p_zoo.set_defaults(func=_cmd_zoo)
+
+    p_run = sub.add_parser("run", help="run a suite (default: vision, the embedded offline default)")
+    p_run.add_argument("--suite", default="vision", help="suite name (see `list`) or path to a .toml file")
+    p_run.add_argument("--models", type=_csv, help="comma-separated model names (default: the suite's)")
+    p_run.add_argument("--methods", type=_csv, help="comma-separated method names")
+    p_run.add_argument("--metrics", type=_csv, help="comma-separated metric names")
+    p_run.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda, cuda:1, ...")
+    p_run.add_argument("--n-grids", type=int, help="GridPG grids per model")
+    p_run.add_argument("--n-samples", type=int, help="images for the per-sample metrics")
+    p_run.add_argument("--preset", help="GridPG protocol preset (bcos-v2, bcosification, aloe)")
+    p_run.add_argument("--seed", type=int)
+    p_run.add_argument("--batch-size", type=int)
+    p_run.add_argument(
+        "--data-root", help="ImageNet-style folder (one sub-folder per class) instead of the default"
+    )
+    p_run.add_argument("--out", help="output folder (default runs/SUITE); rerunning resumes")
+    p_run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p_run.add_argument("--no-report", action="store_true", help="skip the tables and plots after the run")
+    p_run.set_defaults(func=_cmd_run)
+
+    p_rep = sub.add_parser(
+        "report", help="leaderboard tables (text, Markdown, HTML, LaTeX) and plots of a run"
+    )
+    p_rep.add_argument("results", help="a run's results.csv")
+    p_rep.add_argument("--out", help="output folder (default: report/ beside the results)")
+    p_rep.set_defaults(func=_cmd_report)
+
+    p_cmp = sub.add_parser(
+        "compare", help="CI gate: per-(model, method, metric) differences, non-zero exit on regression"
+    )
+    p_cmp.add_argument("baseline", help="baseline results.csv")
+    p_cmp.add_argument("new", help="new results.csv")
+    p_cmp.add_argument(
+        "--tolerance", type=float, default=0.0, help="allowed change, in each metric's reported unit"
+    )
+    p_cmp.add_argument(
+        "--two-sided", action="store_true", help="also fail when a score improves beyond tolerance"
+    )
+    p_cmp.set_defaults(func=_cmd_compare)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except (ValueError, KeyError, FileNotFoundError, RuntimeError) as exc:  # user errors: one clear line
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        sys.stderr.write(f"error: {message}\n")
+        return 2

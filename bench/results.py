@@ -1,0 +1,218 @@
+"""Result files: per-unit records, tidy CSVs (aggregates, per-sample scores, curves), provenance.
+
+Layout of a run folder::
+
+    run.json          suite, provenance
+    units/*.json      one finished (model, method) unit each: per-sample scores, curves, timings
+    examples/*.pt     example attribution maps for the report's panel
+    results.csv       one row per (model, method, metric): mean, std, n, 95% CI, undefined count, times,
+                      provenance and parameters on every row
+    samples.csv       per-sample scores (model, method, metric, sample_id, value, undefined)
+    curves.csv        per-sample curves (model, method, metric, sample_id, fraction, value)
+
+Every file is written atomically (temporary file + rename), and the CSVs are rebuilt from the unit
+files after each unit, so an interrupted run keeps everything it finished.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import subprocess
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy import stats
+
+RESULT_COLUMNS = [
+    "suite",
+    "model",
+    "family",
+    "method",
+    "metric",
+    "aggregate",
+    "mean",
+    "std",
+    "n",
+    "ci_low",
+    "ci_high",
+    "n_undefined",
+    "n_dropped",
+    "unit",
+    "higher_is_better",
+    "explain_time_s",
+    "metric_time_s",
+]
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def atomic_write_csv(path: Path, frame: pd.DataFrame) -> None:
+    atomic_write_text(path, frame.to_csv(index=False))
+
+
+def atomic_torch_save(path: Path, obj: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def _version(dist: str) -> str:
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def git_revision() -> str:
+    """The checkout's commit (``-dirty`` with uncommitted changes), or ``unknown`` outside git."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return rev + ("-dirty" if dirty else "")
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"cuda:{device.index or 0} {torch.cuda.get_device_name(device)}"
+    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def provenance(device: torch.device, seed: int) -> dict[str, str]:
+    """What every result row carries: versions, git revision, device, seed, time."""
+    return {
+        "faithbench_version": _version("faithbench"),
+        "git_revision": git_revision(),
+        "torch_version": torch.__version__,
+        "captum_version": _version("captum"),
+        "zennit_version": _version("zennit"),
+        "bcos_version": _version("bcos"),
+        "python_version": platform.python_version(),
+        "device": device_name(device),
+        "seed": str(seed),
+        "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def summarise(values: np.ndarray) -> dict[str, float]:
+    """Mean, std, n and a 95% Student-t confidence interval of the finite values."""
+    finite = values[np.isfinite(values)]
+    n = int(finite.size)
+    if n == 0:
+        return {"mean": math.nan, "std": math.nan, "n": 0, "ci_low": math.nan, "ci_high": math.nan}
+    mean = float(finite.mean())
+    std = float(finite.std(ddof=1)) if n > 1 else 0.0
+    half = float(stats.t.ppf(0.975, n - 1) * std / math.sqrt(n)) if n > 1 else 0.0
+    return {"mean": mean, "std": std, "n": n, "ci_low": mean - half, "ci_high": mean + half}
+
+
+class RunStore:
+    """The files of one run folder."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = Path(out)
+        self.units = self.out / "units"
+
+    def unit_path(self, model: str, method: str) -> Path:
+        return self.units / f"{model}__{method}.json"
+
+    def load_unit(self, model: str, method: str, key: str) -> dict | None:
+        """A finished unit with this configuration key, or None (missing, other config, unreadable)."""
+        path = self.unit_path(model, method)
+        try:
+            unit = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+        return unit if unit.get("key") == key else None
+
+    def save_unit(self, unit: dict) -> None:
+        atomic_write_text(self.unit_path(unit["model"], unit["method"]), json.dumps(unit))
+
+    def write_tables(self, units: Iterable[dict], suite: str) -> pd.DataFrame:
+        """Rebuild results.csv, samples.csv and curves.csv from finished units; returns the results.
+
+        Each row carries the provenance recorded when its unit was computed."""
+        results, samples, curves = [], [], []
+        for unit in units:
+            ident = {"model": unit["model"], "method": unit["method"]}
+            for metric, rec in unit["metrics"].items():
+                values = np.asarray(rec["values"], dtype=float)
+                undefined = np.asarray(rec["undefined"], dtype=bool)
+                row = {
+                    "suite": suite,
+                    **ident,
+                    "family": unit["family"],
+                    "metric": metric,
+                    "aggregate": "mean",
+                    **summarise(values),
+                    "n_undefined": int(undefined.sum()),
+                    "n_dropped": int((~np.isfinite(values)).sum()),
+                    "unit": rec["unit"],
+                    "higher_is_better": rec["higher_is_better"],
+                    "explain_time_s": rec["explain_time_s"],
+                    "metric_time_s": rec["metric_time_s"],
+                    **unit["provenance"],
+                    "params": json.dumps(
+                        {**rec["params"], "method_params": unit["method_params"]}, sort_keys=True
+                    ),
+                }
+                results.append(row)
+                samples.append(
+                    pd.DataFrame(
+                        {
+                            **ident,
+                            "metric": metric,
+                            "sample_id": rec["sample_ids"],
+                            "value": values,
+                            "undefined": undefined,
+                        }
+                    )
+                )
+                if rec.get("curve") is not None:
+                    curve = np.asarray(rec["curve"], dtype=float)
+                    fr = np.asarray(rec["fractions"], dtype=float)
+                    ids = np.repeat(np.asarray(rec["sample_ids"]), len(fr))
+                    curves.append(
+                        pd.DataFrame(
+                            {
+                                **ident,
+                                "metric": metric,
+                                "sample_id": ids,
+                                "fraction": np.tile(fr, len(rec["sample_ids"])),
+                                "value": curve.reshape(-1),
+                            }
+                        )
+                    )
+        frame = pd.DataFrame(results)
+        if not frame.empty:
+            frame = frame[RESULT_COLUMNS + [c for c in frame.columns if c not in RESULT_COLUMNS]]
+        atomic_write_csv(self.out / "results.csv", frame)
+        atomic_write_csv(self.out / "samples.csv", pd.concat(samples) if samples else pd.DataFrame())
+        atomic_write_csv(self.out / "curves.csv", pd.concat(curves) if curves else pd.DataFrame())
+        return frame
