@@ -28,7 +28,7 @@ def load_data(suite: Suite, max_images: int = 5000) -> EvalData:
 
 
 def _image_folder(root: str | None, max_images: int) -> EvalData:
-    """ImageNet-style folder (a sub-folder per class; sorted names = class indices), Resize 256, CenterCrop 224."""
+    """ImageNet-style folder (a sub-folder per class, sorted = class index); Resize 256, CenterCrop 224."""
     if not root:
         raise ValueError("the imagefolder dataset needs --data-root DIR (one sub-folder of images per class)")
     path = Path(root)
