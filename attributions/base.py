@@ -70,13 +70,9 @@ class AttributionMethod:
         if (model.is_vit and not caps.vit) or (not model.is_vit and not caps.cnn):
             self._unsupported(model, f"it does not support {kind}s{self.unsupported_note}")
         if caps.needs_layer and not model.conv_layer:
-            self._unsupported(
-                model, "it needs a convolutional layer and the model declares none (conv_layer)"
-            )
+            self._unsupported(model, "it needs a convolutional layer and the model declares none (conv_layer)")
         if caps.needs_native and not model.has_native_explanation:
-            self._unsupported(
-                model, f"it needs a B-cos, B-cosified or ALOE model; this one is {model.family}"
-            )
+            self._unsupported(model, f"it needs a B-cos, B-cosified or ALOE model; this one is {model.family}")
         self._check(model)
 
     def _check(self, model: ModelAdapter) -> None:

@@ -69,9 +69,7 @@ class DeepLift(AttributionMethod):
     defaults: ClassVar[dict] = {"baseline": 0.0}
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
-        return ca.DeepLift(model.module).attribute(
-            _leaf(inputs), baselines=self.params["baseline"], target=targets
-        )
+        return ca.DeepLift(model.module).attribute(_leaf(inputs), baselines=self.params["baseline"], target=targets)
 
 
 class GradCam(AttributionMethod):
@@ -88,6 +86,4 @@ class GradCam(AttributionMethod):
         cam = ca.LayerGradCam(model.module, layer).attribute(
             _leaf(inputs), target=targets, relu_attributions=self.params["relu"]
         )
-        return ca.LayerAttribution.interpolate(
-            cam, tuple(inputs.shape[-2:]), interpolate_mode=self.params["upsample"]
-        )
+        return ca.LayerAttribution.interpolate(cam, tuple(inputs.shape[-2:]), interpolate_mode=self.params["upsample"])

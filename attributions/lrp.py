@@ -114,29 +114,21 @@ def _bcos_layers_split(model: nn.Module) -> Iterator[None]:
 
 class LRP(AttributionMethod):
     name = "lrp"
-    description = (
-        "zennit LRP (EpsilonPlusFlat by default); B-cos layers propagate through their dynamic linear map"
-    )
+    description = "zennit LRP (EpsilonPlusFlat by default); B-cos layers propagate through their dynamic linear map"
     capabilities = Capabilities(vit=False)
     unsupported_note = " (ViTs need AttnLRP, from the lxt package, which is not integrated yet)"
     defaults: ClassVar[dict] = {"composite": "epsilon_plus_flat", "epsilon": 1e-6}
 
     def _check(self, model: ModelAdapter) -> None:
         if self.params["composite"] not in COMPOSITES:
-            raise ValueError(
-                f"unknown LRP composite {self.params['composite']!r}; valid: {', '.join(COMPOSITES)}"
-            )
+            raise ValueError(f"unknown LRP composite {self.params['composite']!r}; valid: {', '.join(COMPOSITES)}")
         leaves = {
-            type(m).__name__
-            for m in model.module.modules()
-            if not list(m.children()) and not isinstance(m, _SUPPORTED)
+            type(m).__name__ for m in model.module.modules() if not list(m.children()) and not isinstance(m, _SUPPORTED)
         }
         if leaves:
             self._unsupported(model, f"zennit has no LRP rules for its layers {', '.join(sorted(leaves))}")
         maxout = [
-            type(m).__name__
-            for m in model.module.modules()
-            if isinstance(m, BcosConv2d | BcosLinear) and m.max_out > 1
+            type(m).__name__ for m in model.module.modules() if isinstance(m, BcosConv2d | BcosLinear) and m.max_out > 1
         ]
         if maxout:
             self._unsupported(model, "B-cos layers with MaxOut are not supported")

@@ -13,9 +13,7 @@ from models.adapter import ModelAdapter
 
 class AttentionRollout(AttributionMethod):
     name = "attention_rollout"
-    description = (
-        "attention rollout: product of (A + I)/2 over blocks, head-averaged; the same map for every class"
-    )
+    description = "attention rollout: product of (A + I)/2 over blocks, head-averaged; the same map for every class"
     capabilities = Capabilities(cnn=False, class_specific=False)
 
     def _check(self, model: ModelAdapter) -> None:

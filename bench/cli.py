@@ -100,16 +100,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         data_root=args.data_root,
         dataset="imagefolder" if args.data_root else None,
-        gridpg={k: v for k, v in (("preset", args.preset), ("n_grids", args.n_grids)) if v is not None}
-        or None,
+        gridpg={k: v for k, v in (("preset", args.preset), ("n_grids", args.n_grids)) if v is not None} or None,
     )
     out = Path(args.out or Path("runs") / suite.name)
     try:
         results = run(suite, out, device=args.device, progress=not args.no_progress)
     except KeyboardInterrupt:
-        sys.stderr.write(
-            f"\ninterrupted: finished units are saved in {out}; run the same command to resume\n"
-        )
+        sys.stderr.write(f"\ninterrupted: finished units are saved in {out}; run the same command to resume\n")
         return 130
     if results is None:  # a non-zero torchrun rank
         return 0
@@ -131,9 +128,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     skipped = json.loads((out / "skipped.json").read_text())
     if skipped:
-        sys.stdout.write(
-            f"skipped {len(skipped)} unsupported (model, method) pairs: see {out / 'skipped.json'}\n"
-        )
+        sys.stdout.write(f"skipped {len(skipped)} unsupported (model, method) pairs: see {out / 'skipped.json'}\n")
     return 0
 
 
@@ -156,7 +151,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from bench.report import to_text
 
     table, failed = compare(
-        Path(args.baseline), Path(args.new), tolerance=args.tolerance, two_sided=args.two_sided
+        Path(args.baseline),
+        Path(args.new),
+        tolerance=args.tolerance,
+        rel_tolerance=args.rel_tolerance,
+        two_sided=args.two_sided,
     )
     shown = table.copy()
     for col in ("mean_base", "mean_new", "delta", "delta_ci_low", "delta_ci_high"):
@@ -167,7 +166,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if failed:
         sys.stdout.write(
             f"\nFAIL: {len(bad)} row(s) {', '.join(sorted(set(bad['status'])))} "
-            f"(tolerance {args.tolerance}{', two-sided' if args.two_sided else ''})\n"
+            f"(tolerance {args.tolerance}, relative {args.rel_tolerance}{', two-sided' if args.two_sided else ''})\n"
         )
         return 1
     sys.stdout.write(f"\nOK: {len(table)} rows within tolerance {args.tolerance}\n")
@@ -181,9 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p_list = sub.add_parser("list", help="show the registered metrics, presets, models, methods and suites")
     p_list.set_defaults(func=_cmd_list)
-    p_zoo = sub.add_parser(
-        "zoo", help="build (or load from cache) the offline model zoo and report accuracies"
-    )
+    p_zoo = sub.add_parser("zoo", help="build (or load from cache) the offline model zoo and report accuracies")
     p_zoo.add_argument("models", nargs="*", help="zoo models to build (default: all)")
     p_zoo.set_defaults(func=_cmd_zoo)
 
@@ -198,17 +195,13 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--preset", help="GridPG protocol preset (bcos-v2, bcosification, aloe)")
     p_run.add_argument("--seed", type=int)
     p_run.add_argument("--batch-size", type=int)
-    p_run.add_argument(
-        "--data-root", help="ImageNet-style folder (one sub-folder per class) instead of the default"
-    )
+    p_run.add_argument("--data-root", help="ImageNet-style folder (one sub-folder per class) instead of the default")
     p_run.add_argument("--out", help="output folder (default runs/SUITE); rerunning resumes")
     p_run.add_argument("--no-progress", action="store_true", help="no progress bar")
     p_run.add_argument("--no-report", action="store_true", help="skip the tables and plots after the run")
     p_run.set_defaults(func=_cmd_run)
 
-    p_rep = sub.add_parser(
-        "report", help="leaderboard tables (text, Markdown, HTML, LaTeX) and plots of a run"
-    )
+    p_rep = sub.add_parser("report", help="leaderboard tables (text, Markdown, HTML, LaTeX) and plots of a run")
     p_rep.add_argument("results", help="a run's results.csv")
     p_rep.add_argument("--out", help="output folder (default: report/ beside the results)")
     p_rep.set_defaults(func=_cmd_report)
@@ -218,12 +211,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_cmp.add_argument("baseline", help="baseline results.csv")
     p_cmp.add_argument("new", help="new results.csv")
+    p_cmp.add_argument("--tolerance", type=float, default=0.0, help="allowed change, in each metric's reported unit")
     p_cmp.add_argument(
-        "--tolerance", type=float, default=0.0, help="allowed change, in each metric's reported unit"
+        "--rel-tolerance",
+        type=float,
+        default=0.0,
+        help="allowed change as a fraction of the baseline score (the larger allowance wins)",
     )
-    p_cmp.add_argument(
-        "--two-sided", action="store_true", help="also fail when a score improves beyond tolerance"
-    )
+    p_cmp.add_argument("--two-sided", action="store_true", help="also fail when a score improves beyond tolerance")
     p_cmp.set_defaults(func=_cmd_compare)
     return parser
 

@@ -35,15 +35,17 @@ def compare(
     new_csv: Path,
     *,
     tolerance: float = 0.0,
+    rel_tolerance: float = 0.0,
     two_sided: bool = False,
     n_boot: int = 2000,
     seed: int = 0,
 ) -> tuple[pd.DataFrame, bool]:
     """Differences per (model, method, metric) and whether the gate fails.
 
-    A row fails when its score got worse by more than ``tolerance`` (in the metric's reported unit,
-    direction-aware), when it is missing from the new run, or -- with ``two_sided`` -- when it moved
-    by more than ``tolerance`` either way.
+    The allowed change of a row is ``max(tolerance, rel_tolerance * |baseline mean|)``, in the
+    metric's reported unit. A row fails when its score got worse by more than that
+    (direction-aware), when it is missing from the new run, or -- with ``two_sided`` -- when it
+    moved by more than that either way.
     """
     base, new = read_results(base_csv), read_results(new_csv)
     merged = base[KEY + ["mean", "higher_is_better"]].merge(
@@ -52,13 +54,14 @@ def compare(
     merged["delta"] = merged["mean_new"] - merged["mean_base"]
     sign = np.where(merged["higher_is_better"].fillna(True).astype(bool), -1.0, 1.0)
     worse = sign * merged["delta"]  # > 0: the new score is worse
+    allowed = np.maximum(tolerance, rel_tolerance * merged["mean_base"].abs().fillna(0.0))
     status = np.select(
         [
             merged["_merge"] == "left_only",
             merged["_merge"] == "right_only",
-            worse > tolerance,
-            two_sided & (merged["delta"].abs() > tolerance),
-            worse < -tolerance,
+            worse > allowed,
+            two_sided & (merged["delta"].abs() > allowed),
+            worse < -allowed,
         ],
         ["MISSING", "new", "REGRESSED", "CHANGED", "improved"],
         default="ok",

@@ -27,9 +27,7 @@ def read_results(path: Path) -> pd.DataFrame:
     frame = pd.read_csv(path)
     missing = {"model", "method", "metric", "mean"} - set(frame.columns)
     if missing:
-        raise ValueError(
-            f"{path} is not a faithbench results file (missing columns {', '.join(sorted(missing))})"
-        )
+        raise ValueError(f"{path} is not a faithbench results file (missing columns {', '.join(sorted(missing))})")
     return frame
 
 
@@ -49,8 +47,7 @@ def leaderboard(results: pd.DataFrame) -> pd.DataFrame:
     metrics += sorted(set(results["metric"]) - set(metrics))
     table = results.assign(
         cell=[
-            _cell(m, lo, hi)
-            for m, lo, hi in zip(results["mean"], results["ci_low"], results["ci_high"], strict=True)
+            _cell(m, lo, hi) for m, lo, hi in zip(results["mean"], results["ci_low"], results["ci_high"], strict=True)
         ]
     )
     pivot = table.pivot_table(index=["model", "method"], columns="metric", values="cell", aggfunc="first")
@@ -151,9 +148,7 @@ def write_plots(run_dir: Path, out: Path) -> list[Path]:
         samples = pd.read_csv(samples_path)
         part = samples[samples["metric"] == "gridpg"]
         if not part.empty:
-            fig, ax = plt.subplots(
-                figsize=(max(6, 0.9 * part["method"].nunique() * part["model"].nunique() / 2), 4)
-            )
+            fig, ax = plt.subplots(figsize=(max(6, 0.9 * part["method"].nunique() * part["model"].nunique() / 2), 4))
             sns.barplot(data=part, x="method", y="value", hue="model", errorbar=("ci", 95), ax=ax)
             ax.set_ylabel("GridPG [%]")
             ax.tick_params(axis="x", rotation=30)

@@ -178,9 +178,7 @@ class RunStore:
                     "explain_time_s": rec["explain_time_s"],
                     "metric_time_s": rec["metric_time_s"],
                     **unit["provenance"],
-                    "params": json.dumps(
-                        {**rec["params"], "method_params": unit["method_params"]}, sort_keys=True
-                    ),
+                    "params": json.dumps({**rec["params"], "method_params": unit["method_params"]}, sort_keys=True),
                 }
                 results.append(row)
                 samples.append(

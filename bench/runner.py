@@ -164,9 +164,7 @@ def prepare(model: ModelAdapter, data: EvalData, suite: Suite, device: torch.dev
 
 
 def _explain(method: AttributionMethod, model: ModelAdapter, x: Tensor, t: Tensor, batch: int) -> Tensor:
-    return torch.cat(
-        [method.attribute(model, x[s : s + batch], t[s : s + batch]) for s in range(0, len(x), batch)]
-    )
+    return torch.cat([method.attribute(model, x[s : s + batch], t[s : s + batch]) for s in range(0, len(x), batch)])
 
 
 def _record(
@@ -236,9 +234,9 @@ def evaluate_unit(
         )
         if shard.rank == 0:
             examples.update(
-                grid_maps=maps[0].cpu(),
-                grid_image=prep.grid_images[0].cpu(),
-                grid_labels=prep.grid_labels[0].cpu(),
+                grid_maps=maps[0].cpu().clone(),  # clone: torch.save keeps a view's storage
+                grid_image=prep.grid_images[0].cpu().clone(),
+                grid_labels=prep.grid_labels[0].cpu().clone(),
             )
     wanted = [m for m in SAMPLE_METRICS if m in suite.metrics]
     if wanted:
@@ -248,7 +246,9 @@ def evaluate_unit(
         maps = _explain(method, model, x, t, batch)
         explain_s = time.perf_counter() - start
         if shard.rank == 0:
-            examples.update(sample_maps=maps[:4].cpu(), sample_images=model.encoding.decode(x[:4]).cpu())
+            examples.update(
+                sample_maps=maps[:4].cpu().clone(), sample_images=model.encoding.decode(x[:4]).cpu().clone()
+            )
         common = {"activation": model.activation, "chunk_size": 4 * batch}
         for name, fn in (("pixel_deletion", pixel_deletion), ("pixel_insertion", pixel_insertion)):
             if name in wanted:
@@ -256,9 +256,7 @@ def evaluate_unit(
                     "block_size": suite.deletion.get("block_size", 16),
                     "baseline": 0.0,
                     "fractions": list(
-                        suite.deletion.get(
-                            "fractions", [0.0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6, 0.8]
-                        )
+                        suite.deletion.get("fractions", [0.0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6, 0.8])
                     ),
                 }
                 start = time.perf_counter()

@@ -75,9 +75,7 @@ class Suite:
         if self.dataset not in DATASETS:
             raise ValueError(f"unknown dataset {self.dataset!r}; valid datasets: {', '.join(DATASETS)}")
         if self.gridpg.get("preset", "bcos-v2") not in GRIDPG_PRESETS:
-            raise ValueError(
-                f"unknown GridPG preset {self.gridpg['preset']!r}; valid: {', '.join(GRIDPG_PRESETS)}"
-            )
+            raise ValueError(f"unknown GridPG preset {self.gridpg['preset']!r}; valid: {', '.join(GRIDPG_PRESETS)}")
         for key in ("seed", "n_samples", "batch_size"):
             value = getattr(self, key)
             least = 0 if key == "seed" else 1
@@ -91,9 +89,7 @@ class Suite:
 
 def available_suites() -> list[str]:
     return sorted(
-        p.name.removesuffix(".toml")
-        for p in files("bench").joinpath("suites").iterdir()
-        if p.name.endswith(".toml")
+        p.name.removesuffix(".toml") for p in files("bench").joinpath("suites").iterdir() if p.name.endswith(".toml")
     )
 
 
@@ -108,8 +104,7 @@ def load_suite(name_or_path: str) -> Suite:
         text = files("bench").joinpath("suites", f"{name_or_path}.toml").read_text()
     else:
         raise ValueError(
-            f"unknown suite {name_or_path!r}; valid suites: {', '.join(available_suites())} "
-            "(or a path to a .toml file)"
+            f"unknown suite {name_or_path!r}; valid suites: {', '.join(available_suites())} (or a path to a .toml file)"
         )
     data = tomllib.loads(text)
     unknown = sorted(set(data) - _KEYS)

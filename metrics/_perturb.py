@@ -90,9 +90,7 @@ def probabilities_after_removal(
         if protected is not None:
             remove &= ~(protected[b] & keep_top)
         remove = remove.view(n, *([1] * chan_dims), *ranks.shape[1:])
-        perturbed = torch.where(
-            remove, torch.as_tensor(baseline, dtype=inputs.dtype, device=inputs.device), inputs[b]
-        )
+        perturbed = torch.where(remove, torch.as_tensor(baseline, dtype=inputs.dtype, device=inputs.device), inputs[b])
         scores = forward(perturbed, **{key: value[b] for key, value in extra.items()})
         probs = to_probabilities(scores.float(), activation)
         out[s] = probs.gather(1, targets[b].unsqueeze(1)).squeeze(1)

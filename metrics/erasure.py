@@ -57,8 +57,7 @@ ERASURE_SUMMARIES: dict[str, ErasureSummary] = {
             (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
             "trapezoid",
             True,
-            "B-cos LM code: trapezoid area over r = 0.1..0.9 (unnormalised); "
-            "sufficiency masks [CLS]/[SEP] too",
+            "B-cos LM code: trapezoid area over r = 0.1..0.9 (unnormalised); sufficiency masks [CLS]/[SEP] too",
         ),
     )
 }
@@ -160,9 +159,7 @@ def comprehensiveness_sufficiency(
     keep = torch.zeros(b, 1 + 2 * r, dtype=torch.bool, device=inputs.device)
     keep[:, 1 + r :] = True
     mask_special = (
-        conv.mask_special_in_sufficiency
-        if mask_special_in_sufficiency is None
-        else mask_special_in_sufficiency
+        conv.mask_special_in_sufficiency if mask_special_in_sufficiency is None else mask_special_in_sufficiency
     )
     probs = probabilities_after_removal(
         forward,

@@ -126,14 +126,10 @@ def grid_pointing_game(
     g, t, h, w = attributions.shape
     if cells is None:
         if t != grid_size**2:
-            raise ValueError(
-                f"without `cells`, one map per cell is needed: got {t} maps for {grid_size**2} cells"
-            )
+            raise ValueError(f"without `cells`, one map per cell is needed: got {t} maps for {grid_size**2} cells")
         cells = torch.arange(t, device=attributions.device).expand(g, t)
     elif cells.shape != (g, t):
-        raise ValueError(
-            f"cells must have shape {(g, t)} to match the attributions, got {tuple(cells.shape)}"
-        )
+        raise ValueError(f"cells must have shape {(g, t)} to match the attributions, got {tuple(cells.shape)}")
     elif bool(((cells < 0) | (cells >= grid_size**2)).any()):
         raise ValueError(f"cells must index cells 0..{grid_size**2 - 1}")
 
@@ -179,9 +175,7 @@ def sliding_window_maps(
     t = targets.shape[1]
     hp, wp = h + 2 * padding, w + 2 * padding
     if (hp - window) % stride or (wp - window) % stride or hp < window or wp < window:
-        raise ValueError(
-            f"windows of {window} px at stride {stride} do not tile a {h}x{w} grid padded by {padding}"
-        )
+        raise ValueError(f"windows of {window} px at stride {stride} do not tile a {h}x{w} grid padded by {padding}")
     padded = F.pad(grids, (padding,) * 4)
     windows = F.unfold(padded, window, stride=stride)  # (G, C*win*win, L)
     n_win = windows.shape[-1]

@@ -110,8 +110,6 @@ for _spec in (
         "",
         "entropy divided by ln(number of features), in [0, 1]",
     ),
-    MetricSpec(
-        "gini", gini_index, True, ("text", "image"), 1, "", "Gini index of |a| (sparseness), in [0, 1)"
-    ),
+    MetricSpec("gini", gini_index, True, ("text", "image"), 1, "", "Gini index of |a| (sparseness), in [0, 1)"),
 ):
     METRICS.register(_spec.name, _spec)

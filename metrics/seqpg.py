@@ -84,9 +84,7 @@ def build_sequences(
             raise ValueError(f"{name} must have shape ({m},) to match segments, got {tuple(t.shape)}")
     check_positive_int(n_segments, "n_segments")
     eligible = correct.bool() & (confidence >= min_confidence)
-    sources = draw_distinct_classes(
-        labels, confidence, eligible, per_block=n_segments, n_blocks=n_sequences, seed=seed
-    )
+    sources = draw_distinct_classes(labels, confidence, eligible, per_block=n_segments, n_blocks=n_sequences, seed=seed)
     if sources.shape[0] == 0:
         raise ValueError(
             f"no sequence can be built: fewer than {n_segments} classes have correctly classified "
@@ -127,9 +125,7 @@ def sequence_pointing_game(
     check_finite(attributions, "attributions")
     check_choice(zero_mass, "zero_mass rule", ("zero", "nan"))
     if segment_ids.shape != attributions.shape:
-        raise ValueError(
-            f"segment_ids {tuple(segment_ids.shape)} must match attributions {tuple(attributions.shape)}"
-        )
+        raise ValueError(f"segment_ids {tuple(segment_ids.shape)} must match attributions {tuple(attributions.shape)}")
     b = attributions.shape[0]
     if target_segments.shape != (b,):
         raise ValueError(f"target_segments must have shape ({b},), got {tuple(target_segments.shape)}")

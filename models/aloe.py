@@ -72,9 +72,7 @@ def alignment_loss(
         t_states, t_pool = vit_tokens(teacher, teacher_in)
     s_states, s_pool = vit_tokens(student[1], student[0](student_in))
     depths = aligned_depths(len(t_states))
-    local = torch.stack(
-        [(1 - F.cosine_similarity(s_states[d - 1], t_states[d - 1], dim=-1)).mean() for d in depths]
-    )
+    local = torch.stack([(1 - F.cosine_similarity(s_states[d - 1], t_states[d - 1], dim=-1)).mean() for d in depths])
     loss = cfg.lambda_global * (1 - F.cosine_similarity(s_pool, t_pool, dim=-1)).mean()
     loss = loss + cfg.lambda_local * local.mean()
     if cfg.alpha_weight_norm:

@@ -53,9 +53,7 @@ class DetachableSelfAttention(DetachableModule):
     def __init__(self, mha: nn.MultiheadAttention) -> None:
         super().__init__()
         if not mha.batch_first or mha.bias_k is not None or mha.add_zero_attn or not mha._qkv_same_embed_dim:
-            raise NotImplementedError(
-                "bcosify supports batch-first self-attention without bias_k/v or zero-attn"
-            )
+            raise NotImplementedError("bcosify supports batch-first self-attention without bias_k/v or zero-attn")
         self.num_heads = mha.num_heads
         self.qkv = nn.Linear(mha.embed_dim, 3 * mha.embed_dim, bias=mha.in_proj_bias is not None)
         self.out_proj = nn.Linear(mha.embed_dim, mha.embed_dim, bias=mha.out_proj.bias is not None)
@@ -152,16 +150,12 @@ def _expand_first_layer(layer: nn.Module, image_channels: int) -> None:
         elif isinstance(layer, nn.Linear):  # ViT patch embedding, features grouped (p1 p2 c), c fastest
             w = layer.weight
             if w.shape[1] % image_channels:
-                raise ValueError(
-                    f"patch embedding with {w.shape[1]} inputs is not grouped by {image_channels}"
-                )
+                raise ValueError(f"patch embedding with {w.shape[1]} inputs is not grouped by {image_channels}")
             w = w.view(w.shape[0], -1, image_channels)
             layer.weight = nn.Parameter(torch.cat([w / 2, -w / 2], dim=2).reshape(w.shape[0], -1))
             layer.in_features = 2 * w.shape[1] * image_channels
         else:
-            raise TypeError(
-                f"the first layer must be a Conv2d or a patch-embedding Linear, got {type(layer)}"
-            )
+            raise TypeError(f"the first layer must be a Conv2d or a patch-embedding Linear, got {type(layer)}")
 
 
 def _swap(module: nn.Module, b: float, plain: set[str], prefix: str = "") -> None:

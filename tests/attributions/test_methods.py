@@ -86,9 +86,7 @@ def test_contract_shape_device_dtype_or_refusal_before_compute(name, model_name)
         calls = []
         hook = model.module.register_forward_pre_hook(lambda *a: calls.append(1))
         try:
-            with pytest.raises(
-                UnsupportedMethodError, match=f"method '{name}' cannot explain model '{model_name}'"
-            ):
+            with pytest.raises(UnsupportedMethodError, match=f"method '{name}' cannot explain model '{model_name}'"):
                 method(name).attribute(model, x, TARGETS)
         finally:
             hook.remove()
@@ -196,9 +194,7 @@ def test_patch_segmentation_by_hand():
 def test_unknown_methods_and_parameters_list_the_valid_ones():
     with pytest.raises(KeyError, match="unknown method 'smoothgrad'; valid methods: .*integrated_gradients"):
         get_method("smoothgrad")
-    with pytest.raises(
-        TypeError, match="has no parameter\\(s\\) steps; valid: baseline, internal_batch_size"
-    ):
+    with pytest.raises(TypeError, match="has no parameter\\(s\\) steps; valid: baseline, internal_batch_size"):
         get_method("integrated_gradients", steps=10)
 
 
@@ -220,9 +216,7 @@ def test_lrp_on_a_batchnorm_resnet_runs_with_the_resnet_canonizer():
 
     torch.manual_seed(0)
     net = randomise_norm_stats(torchvision.models.resnet18(num_classes=5))
-    model = ModelAdapter(
-        "r18", "standard", net, normalized((0.5,) * 3, (0.25,) * 3), 5, (64, 64), conv_layer="layer4"
-    )
+    model = ModelAdapter("r18", "standard", net, normalized((0.5,) * 3, (0.25,) * 3), 5, (64, 64), conv_layer="layer4")
     x = model.encode(torch.rand(2, 3, 64, 64, generator=GEN))
     maps = get_method("lrp").attribute(model, x, torch.tensor([0, 3]))
     assert maps.shape == (2, 64, 64) and torch.isfinite(maps).all()
@@ -236,9 +230,7 @@ def test_every_registered_method_declares_its_defaults_and_description():
 
 
 def test_native_requires_an_interpretable_model():
-    with pytest.raises(
-        UnsupportedMethodError, match="needs a B-cos, B-cosified or ALOE model; this one is standard"
-    ):
+    with pytest.raises(UnsupportedMethodError, match="needs a B-cos, B-cosified or ALOE model; this one is standard"):
         get_method("native").check(MODELS["cnn"])
 
 

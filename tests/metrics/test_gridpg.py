@@ -84,9 +84,7 @@ def test_smoothing_spreads_a_border_impulse_by_hand():
     torch.testing.assert_close(s.values, torch.tensor([[4 / 9]]))
     interior = torch.zeros(1, 1, 8, 8)
     interior[0, 0, 1, 1] = 1.0
-    assert grid_pointing_game(
-        interior, 2, cells=torch.tensor([[0]]), smooth=3
-    ).values.item() == pytest.approx(1.0)
+    assert grid_pointing_game(interior, 2, cells=torch.tensor([[0]]), smooth=3).values.item() == pytest.approx(1.0)
 
 
 def test_smooth_maps_is_zero_padded_mean_and_keeps_size():
@@ -236,9 +234,7 @@ def test_select_random_partners_drops_and_counts_grids_with_an_ineligible_cell()
     again = select_random_partners(labels, eligible, grid_size=2, n_grids=None, seed=1)
     assert torch.equal(sel.indices, again.indices)
     with pytest.raises(ValueError, match="distinct classes"):
-        select_random_partners(
-            torch.tensor([0, 0, 1]), torch.ones(3, dtype=torch.bool), grid_size=2, n_grids=1
-        )
+        select_random_partners(torch.tensor([0, 0, 1]), torch.ones(3, dtype=torch.bool), grid_size=2, n_grids=1)
 
 
 def test_select_grids_applies_the_preset():
@@ -326,9 +322,7 @@ def test_windows_receive_the_right_targets_and_pixels():
         seen.append((x.clone(), t.clone()))
         return torch.zeros(x.shape[0], 2, 2)
 
-    sliding_window_maps(
-        explain, grids, torch.tensor([[5, 9]]), window=2, stride=2, padding=0, fold="sum", chunk_size=3
-    )
+    sliding_window_maps(explain, grids, torch.tensor([[5, 9]]), window=2, stride=2, padding=0, fold="sum", chunk_size=3)
     xs = torch.cat([s[0] for s in seen])
     ts = torch.cat([s[1] for s in seen])
     assert ts.tolist() == [5, 5, 5, 5, 9, 9, 9, 9]

@@ -15,7 +15,8 @@ from metrics.gridpg import grid_pointing_game
 from metrics.seqpg import sequence_pointing_game
 from tests.helpers import small_cnn
 
-finite = st.floats(-100, 100, allow_nan=False, width=32)
+# Tiny magnitudes would underflow when rescaled (changing ties), so they are flushed to zero.
+finite = st.floats(-100, 100, allow_nan=False, width=32).map(lambda v: 0.0 if abs(v) < 1e-20 else v)
 # Powers of two rescale floats exactly, so rankings and ratios are exactly preserved.
 power_of_two = st.integers(-8, 8).map(lambda e: 2.0**e)
 
@@ -190,6 +191,4 @@ def test_erasure_bounds_and_batch_independence(data, chunk):
     for part in (res.comprehensiveness, res.sufficiency):
         assert ((part.curve >= -1) & (part.curve <= 1)).all()
     alone = comprehensiveness_sufficiency(CNN, x[:1], a[:1], t[:1])
-    torch.testing.assert_close(
-        alone.comprehensiveness.values, res.comprehensiveness.values[:1], rtol=1e-5, atol=1e-6
-    )
+    torch.testing.assert_close(alone.comprehensiveness.values, res.comprehensiveness.values[:1], rtol=1e-5, atol=1e-6)

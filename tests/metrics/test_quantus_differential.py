@@ -20,9 +20,7 @@ MODEL = small_cnn(in_channels=1, classes=4, seed=5)
 
 
 def common_kwargs(x, a, y):
-    return dict(
-        model=MODEL, x_batch=x.numpy(), y_batch=y.numpy(), a_batch=a.numpy(), channel_first=True, device="cpu"
-    )
+    return dict(model=MODEL, x_batch=x.numpy(), y_batch=y.numpy(), a_batch=a.numpy(), channel_first=True, device="cpu")
 
 
 def batch(b=6, side=8):
@@ -89,8 +87,6 @@ def test_pixel_deletion_curve_equals_quantus_pixel_flipping():
         features_in_step=step, perturb_baseline=0.0, abs=False, normalise=False, disable_warnings=True
     )(**common_kwargs(x, a, y), softmax=True)
     n = 64
-    ours = pixel_deletion(
-        MODEL, x, a, y, block_size=1, fractions=[j * step / n for j in range(n // step + 1)]
-    )
+    ours = pixel_deletion(MODEL, x, a, y, block_size=1, fractions=[j * step / n for j in range(n // step + 1)])
     # PixelFlipping records p after each step (not at 0); single-channel input, so features are pixels.
     np.testing.assert_allclose(ours.curve[:, 1:].numpy(), np.asarray(theirs), rtol=1e-4, atol=1e-6)

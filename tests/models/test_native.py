@@ -64,9 +64,7 @@ def test_bcos_cnn_contributions_sum_to_the_logit_minus_its_bias():
     with torch.no_grad():
         logits = model(x).gather(1, t.view(-1, 1)).squeeze(1)
     assert (logits - adapter.logit_bias).abs().min() > 1e-2, "degenerate test: logits are all ~ the bias"
-    torch.testing.assert_close(
-        contributions.sum(dim=(1, 2, 3)), logits - adapter.logit_bias, rtol=1e-4, atol=1e-5
-    )
+    torch.testing.assert_close(contributions.sum(dim=(1, 2, 3)), logits - adapter.logit_bias, rtol=1e-4, atol=1e-5)
     # Plain input x gradient (dynamic factors not detached) gives different maps: explanation mode matters.
     plain = input_x_gradient(model, x, t, explanation=False)
     assert not torch.allclose(plain, contributions, rtol=1e-2, atol=1e-4)
@@ -203,9 +201,7 @@ def test_functionally_equivalent_rewrite_of_torchvision_resnet18_with_batchnorm(
     converted = _stage_one(model, image_channels=3, mean=mean, std=std)
     x = images(2, side=64, channels=3)
     with torch.no_grad():
-        torch.testing.assert_close(
-            converted(bcos_inverse(3)(x)), model(normalized(mean, std)(x)), rtol=1e-4, atol=1e-4
-        )
+        torch.testing.assert_close(converted(bcos_inverse(3)(x)), model(normalized(mean, std)(x)), rtol=1e-4, atol=1e-4)
 
 
 def test_functionally_equivalent_rewrite_of_a_vit_patch_embedding():
@@ -266,9 +262,7 @@ def test_functionally_equivalent_rewrite_of_a_torchvision_vit():
     converted = _stage_one(vit, image_channels=3, mean=mean, std=std)
     x = images(2, side=32, channels=3)
     with torch.no_grad():
-        torch.testing.assert_close(
-            converted(bcos_inverse(3)(x)), vit(normalized(mean, std)(x)), rtol=1e-4, atol=1e-5
-        )
+        torch.testing.assert_close(converted(bcos_inverse(3)(x)), vit(normalized(mean, std)(x)), rtol=1e-4, atol=1e-5)
     full = bcosify(vit, image_channels=3, mean=mean, std=std, num_classes=5)
     assert not any(isinstance(m, nn.MultiheadAttention) for m in full.modules())
     x6 = bcos_inverse(3)(x)

@@ -1,0 +1,333 @@
+"""The product as a user meets it: suites, run, resume, results files, report, compare, torchrun."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench import runner
+from bench.cli import main
+from bench.compare import compare, paired_bootstrap
+from bench.results import RESULT_COLUMNS, summarise
+from bench.suite import available_suites, load_suite, with_overrides
+
+TINY = """
+name = "tiny"
+description = "test suite"
+dataset = "mnist"
+models = ["cnn_mnist", "bcos_cnn_mnist"]
+methods = ["native", "gradient"]
+metrics = ["gridpg", "pixel_deletion", "pixel_insertion", "comprehensiveness", "sufficiency", "entropy", "gini"]
+seed = 0
+n_samples = 6
+batch_size = 8
+
+[gridpg]
+preset = "bcos-v2"
+n_grids = 2
+
+[deletion]
+block_size = 4
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny_suite(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("suite") / "tiny.toml"
+    path.write_text(TINY)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_suite, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("run") / "tiny"
+    assert main(["run", "--suite", str(tiny_suite), "--out", str(out), "--no-progress"]) == 0
+    return out
+
+
+# ----------------------------------------------------------------------------- suites
+
+
+def test_shipped_suites_load_and_validate():
+    assert {"vision", "smoke"} <= set(available_suites())
+    vision = load_suite("vision")
+    assert "aloe_vit_mnist" in vision.models and "gridpg" in vision.metrics
+    assert load_suite("smoke").n_samples < vision.n_samples
+
+
+def test_suite_errors_name_the_valid_choices(tmp_path):
+    with pytest.raises(ValueError, match="unknown suite 'imagenet'; valid suites: .*smoke"):
+        load_suite("imagenet")
+    with pytest.raises(ValueError, match="unknown model\\(s\\) resnet9; valid models:"):
+        with_overrides(load_suite("smoke"), models=["resnet9"])
+    with pytest.raises(ValueError, match="unknown metric\\(s\\) accuracy"):
+        with_overrides(load_suite("smoke"), metrics=["accuracy"])
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\nmodels = ["cnn_mnist"]\nmethods = ["gradient"]\nmetrics = ["gini"]\nepochs = 3\n')
+    with pytest.raises(ValueError, match="unknown keys epochs"):
+        load_suite(str(bad))
+    with pytest.raises(ValueError, match="GridPG preset 'tpami'"):
+        with_overrides(load_suite("smoke"), gridpg={"preset": "tpami"})
+
+
+def test_cli_reports_user_errors_in_one_line(capsys, tmp_path):
+    assert main(["run", "--suite", "nope", "--out", str(tmp_path)]) == 2
+    assert "error: unknown suite 'nope'" in capsys.readouterr().err
+    assert main(["run", "--suite", "smoke", "--data-root", str(tmp_path / "missing"), "--out", str(tmp_path)]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["report", str(tmp_path / "none.csv")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- results
+
+
+def test_results_have_one_row_per_model_method_metric_with_provenance(tiny_run):
+    results = pd.read_csv(tiny_run / "results.csv")
+    assert list(results.columns[: len(RESULT_COLUMNS)]) == RESULT_COLUMNS
+    # cnn_mnist x native is unsupported: 3 pairs x 7 metrics.
+    assert len(results) == 21 and not results.duplicated(["model", "method", "metric"]).any()
+    for col in (
+        "faithbench_version",
+        "git_revision",
+        "torch_version",
+        "captum_version",
+        "zennit_version",
+        "bcos_version",
+        "device",
+        "seed",
+        "params",
+    ):
+        assert results[col].notna().all(), col
+    gridpg = results[(results.metric == "gridpg") & (results.method == "native")].iloc[0]
+    assert gridpg["n"] == 18 and json.loads(gridpg["params"])["preset"] == "bcos-v2"
+    skipped = json.loads((tiny_run / "skipped.json").read_text())
+    assert skipped == [{"model": "cnn_mnist", "method": "native", "reason": skipped[0]["reason"]}]
+    assert "needs a B-cos" in skipped[0]["reason"]
+
+
+def test_aggregates_are_recomputable_from_the_per_sample_file(tiny_run):
+    results = pd.read_csv(tiny_run / "results.csv")
+    samples = pd.read_csv(tiny_run / "samples.csv")
+    for _, row in results.iterrows():
+        vals = samples[(samples.model == row.model) & (samples.method == row.method) & (samples.metric == row.metric)]
+        assert len(vals) == row.n + row.n_dropped
+        assert vals.value.mean() == pytest.approx(row["mean"], rel=1e-9, abs=1e-12)
+        assert int(vals.undefined.sum()) == row.n_undefined
+    curves = pd.read_csv(tiny_run / "curves.csv")
+    assert set(curves.metric) == {"pixel_deletion", "pixel_insertion", "comprehensiveness", "sufficiency"}
+
+
+def test_summarise_by_hand():
+    s = summarise(np.array([1.0, 2.0, 3.0, np.nan]))
+    assert s["n"] == 3 and s["mean"] == 2.0 and s["std"] == 1.0
+    assert s["ci_high"] - s["mean"] == pytest.approx(4.302652729911275 / np.sqrt(3))
+    assert summarise(np.array([np.nan]))["n"] == 0
+
+
+def test_report_writes_tables_and_plots(tiny_run):
+    for name in (
+        "leaderboard.md",
+        "leaderboard.html",
+        "leaderboard.tex",
+        "leaderboard.txt",
+        "pixel_deletion_curves.png",
+        "pixel_insertion_curves.png",
+        "gridpg.png",
+        "example_maps.png",
+    ):
+        assert (tiny_run / "report" / name).stat().st_size > 100, name
+    md = (tiny_run / "report" / "leaderboard.md").read_text()
+    assert "| bcos_cnn_mnist | native |" in md and "gridpg ↑ [%]" in md
+
+
+# ----------------------------------------------------------------------------- resume
+
+
+def test_a_second_run_resumes_without_recomputing(tiny_suite, tiny_run, tmp_path, monkeypatch):
+    out = tmp_path / "copy"
+    shutil.copytree(tiny_run, out)
+
+    def boom(*args, **kwargs):
+        raise AssertionError("a finished unit was recomputed")
+
+    monkeypatch.setattr(runner, "evaluate_unit", boom)
+    assert main(["run", "--suite", str(tiny_suite), "--out", str(out), "--no-progress", "--no-report"]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(out / "samples.csv"), pd.read_csv(tiny_run / "samples.csv"))
+
+
+def test_an_interrupted_run_loses_nothing_and_resumes_to_the_same_results(tiny_suite, tiny_run, tmp_path, monkeypatch):
+    out = tmp_path / "interrupted"
+    real = runner.evaluate_unit
+    calls = []
+
+    def interrupt_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "evaluate_unit", interrupt_second)
+    assert main(["run", "--suite", str(tiny_suite), "--out", str(out), "--no-progress", "--no-report"]) == 130
+    partial = pd.read_csv(out / "results.csv")
+    assert set(partial.method) == {"gradient"} and set(partial.model) == {"cnn_mnist"}
+    monkeypatch.setattr(runner, "evaluate_unit", real)
+    assert main(["run", "--suite", str(tiny_suite), "--out", str(out), "--no-progress", "--no-report"]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(out / "samples.csv"), pd.read_csv(tiny_run / "samples.csv"))
+    pd.testing.assert_frame_equal(pd.read_csv(out / "curves.csv"), pd.read_csv(tiny_run / "curves.csv"))
+
+
+def test_changed_settings_recompute_only_what_changed(tiny_suite, tiny_run, tmp_path, monkeypatch):
+    out = tmp_path / "changed"
+    shutil.copytree(tiny_run, out)
+    real, calls = runner.evaluate_unit, []
+
+    def count(*args, **kwargs):
+        calls.append(args[1].name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "evaluate_unit", count)
+    assert (
+        main(["run", "--suite", str(tiny_suite), "--out", str(out), "--no-progress", "--no-report", "--n-samples", "5"])
+        == 0
+    )
+    assert len(calls) == 3  # every unit depends on n_samples
+    calls.clear()
+    assert (
+        main(
+            [
+                "run",
+                "--suite",
+                str(tiny_suite),
+                "--out",
+                str(out),
+                "--no-progress",
+                "--no-report",
+                "--n-samples",
+                "5",
+                "--methods",
+                "native,gradient,input_x_gradient",
+            ]
+        )
+        == 0
+    )
+    assert calls == ["input_x_gradient", "input_x_gradient"]
+
+
+# ----------------------------------------------------------------------------- compare
+
+
+def test_compare_passes_on_identical_runs_and_fails_on_a_deliberate_regression(tiny_run, tmp_path, capsys):
+    base = tiny_run / "results.csv"
+    assert main(["compare", str(base), str(base), "--two-sided"]) == 0
+    regressed = tmp_path / "regressed"
+    shutil.copytree(tiny_run, regressed)
+    res = pd.read_csv(regressed / "results.csv")
+    hit = (res.model == "bcos_cnn_mnist") & (res.method == "native") & (res.metric == "gridpg")
+    res.loc[hit, "mean"] -= 5.0  # GridPG is higher-is-better: lower is a regression
+    res.to_csv(regressed / "results.csv", index=False)
+    capsys.readouterr()
+    assert main(["compare", str(base), str(regressed / "results.csv")]) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSED" in out and "FAIL: 1 row(s)" in out
+    assert main(["compare", str(base), str(regressed / "results.csv"), "--tolerance", "6"]) == 0
+    # An improvement passes one-sided and fails two-sided.
+    res.loc[hit, "mean"] += 10.0
+    res.to_csv(regressed / "results.csv", index=False)
+    assert main(["compare", str(base), str(regressed / "results.csv")]) == 0
+    assert main(["compare", str(base), str(regressed / "results.csv"), "--two-sided"]) == 1
+
+
+def test_compare_fails_when_a_row_disappears(tiny_run, tmp_path):
+    res = pd.read_csv(tiny_run / "results.csv")
+    res[res.metric != "gini"].to_csv(tmp_path / "results.csv", index=False)
+    table, failed = compare(tiny_run / "results.csv", tmp_path / "results.csv")
+    assert failed and set(table[table.status == "MISSING"].metric) == {"gini"}
+
+
+def test_compare_relative_tolerance_and_direction(tiny_run, tmp_path):
+    res = pd.read_csv(tiny_run / "results.csv")
+    hit = (res.metric == "pixel_deletion") & (res.method == "native")  # lower is better
+    res.loc[hit, "mean"] *= 1.0005
+    res.to_csv(tmp_path / "results.csv", index=False)
+    _, failed = compare(tiny_run / "results.csv", tmp_path / "results.csv")
+    assert failed
+    _, failed = compare(tiny_run / "results.csv", tmp_path / "results.csv", rel_tolerance=1e-3, two_sided=True)
+    assert not failed
+
+
+def test_paired_bootstrap_known_answers():
+    assert paired_bootstrap(np.full(20, 0.5)) == (0.5, 0.5)
+    low, high = paired_bootstrap(np.array([-1.0, 1.0] * 50))
+    assert low < 0 < high
+    diffs = np.random.default_rng(0).normal(2.0, 1.0, 400)
+    low, high = paired_bootstrap(diffs)
+    assert low < 2.0 < high and high - low < 0.3
+
+
+# ----------------------------------------------------------------------------- torchrun
+
+
+def test_torchrun_with_two_processes_equals_one_process(tiny_suite, tiny_run, tmp_path):
+    torchrun = shutil.which("torchrun")
+    if torchrun is None:
+        pytest.skip("torchrun is not on PATH")
+    out = tmp_path / "dist"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [
+            torchrun,
+            "--nproc_per_node=2",
+            "-m",
+            "bench",
+            "run",
+            "--suite",
+            str(tiny_suite),
+            "--out",
+            str(out),
+            "--no-progress",
+            "--no-report",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    single, multi = pd.read_csv(tiny_run / "samples.csv"), pd.read_csv(out / "samples.csv")
+    assert len(single) == len(multi)
+    merged = single.merge(multi, on=["model", "method", "metric", "sample_id"])
+    assert len(merged) == len(single)
+    np.testing.assert_allclose(merged.value_x, merged.value_y, rtol=1e-5, atol=1e-4)
+    _, failed = compare(tiny_run / "results.csv", out / "results.csv", tolerance=1e-4, two_sided=True)
+    assert not failed
+
+
+def test_python_dash_m_bench_run_prints_leaderboard_and_paths(tiny_suite, tmp_path):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "run",
+            "--suite",
+            str(tiny_suite),
+            "--out",
+            str(tmp_path / "r"),
+            "--no-progress",
+            "--no-report",
+            "--methods",
+            "native",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "leaderboard (tiny" in proc.stdout and "results.csv" in proc.stdout
