@@ -224,6 +224,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    import warnings
+
+    # Captum announces every hook it sets on activations; a long run would repeat it thousands of times.
+    warnings.filterwarnings("ignore", message="Setting .*hooks", category=UserWarning)
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -74,6 +74,15 @@ class Suite:
                 raise ValueError(f"the suite selects no {kind}")
         if self.dataset not in DATASETS:
             raise ValueError(f"unknown dataset {self.dataset!r}; valid datasets: {', '.join(DATASETS)}")
+        zoo = [m for m in self.models if MODELS.get(m).source == "zoo"]
+        if self.dataset != "mnist" and zoo:
+            raise ValueError(
+                f"the zoo models {', '.join(zoo)} classify 28 px MNIST digits; with dataset "
+                f"{self.dataset!r} choose pretrained models, e.g. --models resnet18,bcos_resnet18"
+            )
+        if self.dataset == "mnist" and len(zoo) < len(self.models):
+            other = [m for m in self.models if m not in zoo]
+            raise ValueError(f"models {', '.join(other)} need real data: pass --data-root (an ImageNet-style folder)")
         if self.gridpg.get("preset", "bcos-v2") not in GRIDPG_PRESETS:
             raise ValueError(f"unknown GridPG preset {self.gridpg['preset']!r}; valid: {', '.join(GRIDPG_PRESETS)}")
         for key in ("seed", "n_samples", "batch_size"):

@@ -55,15 +55,16 @@ def tiny_run(tiny_suite, tmp_path_factory) -> Path:
 
 
 def test_shipped_suites_load_and_validate():
-    assert {"vision", "smoke"} <= set(available_suites())
+    assert {"vision", "smoke", "imagenet"} <= set(available_suites())
+    assert load_suite("imagenet").dataset == "imagefolder"
     vision = load_suite("vision")
     assert "aloe_vit_mnist" in vision.models and "gridpg" in vision.metrics
     assert load_suite("smoke").n_samples < vision.n_samples
 
 
 def test_suite_errors_name_the_valid_choices(tmp_path):
-    with pytest.raises(ValueError, match="unknown suite 'imagenet'; valid suites: .*smoke"):
-        load_suite("imagenet")
+    with pytest.raises(ValueError, match="unknown suite 'cifar'; valid suites: imagenet, smoke, vision"):
+        load_suite("cifar")
     with pytest.raises(ValueError, match="unknown model\\(s\\) resnet9; valid models:"):
         with_overrides(load_suite("smoke"), models=["resnet9"])
     with pytest.raises(ValueError, match="unknown metric\\(s\\) accuracy"):
@@ -79,10 +80,47 @@ def test_suite_errors_name_the_valid_choices(tmp_path):
 def test_cli_reports_user_errors_in_one_line(capsys, tmp_path):
     assert main(["run", "--suite", "nope", "--out", str(tmp_path)]) == 2
     assert "error: unknown suite 'nope'" in capsys.readouterr().err
-    assert main(["run", "--suite", "smoke", "--data-root", str(tmp_path / "missing"), "--out", str(tmp_path)]) == 2
-    assert "does not exist" in capsys.readouterr().err
+    assert main(["run", "--suite", "imagenet", "--data-root", str(tmp_path / "missing"), "--out", str(tmp_path)]) == 2
+    assert "--data-root" in capsys.readouterr().err and "does not exist"
+    assert main(["run", "--suite", "vision", "--data-root", str(tmp_path), "--out", str(tmp_path)]) == 2
+    assert "classify 28 px MNIST digits" in capsys.readouterr().err
+    assert main(["run", "--suite", "imagenet", "--out", str(tmp_path)]) == 2
+    assert "needs --data-root" in capsys.readouterr().err
     assert main(["report", str(tmp_path / "none.csv")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_real_data_with_missing_pretrained_weights_fails_clearly(tmp_path, capsys, monkeypatch):
+    import torch
+    import torchvision
+    from PIL import Image
+
+    for cls in ("n01", "n02"):
+        (tmp_path / "val" / cls).mkdir(parents=True)
+        for i in range(2):
+            Image.new("RGB", (32, 32), (40 * i, 80, 120)).save(tmp_path / "val" / cls / f"{i}.png")
+
+    def offline(*args, **kwargs):
+        raise OSError("no internet")
+
+    monkeypatch.setattr(torch.hub, "load_state_dict_from_url", offline)
+    monkeypatch.setattr(torchvision.models._api, "load_state_dict_from_url", offline)
+    code = main(
+        [
+            "run",
+            "--suite",
+            "imagenet",
+            "--data-root",
+            str(tmp_path / "val"),
+            "--models",
+            "resnet18",
+            "--out",
+            str(tmp_path / "out"),
+            "--no-progress",
+        ]
+    )
+    assert code == 2
+    assert "could not load torchvision weights 'DEFAULT' for resnet18" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------- results
