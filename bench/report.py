@@ -168,35 +168,36 @@ def _example_panel(run_dir: Path, out: Path, plt) -> Path | None:
     for f in files:
         model, method = f.stem.split("__")
         ex = torch.load(f, map_location="cpu", weights_only=True)
-        if "grid_maps" in ex:
+        if "display_map" in ex:
             examples[(model, method)] = ex
     if not examples:
         return None
     models = sorted({m for m, _ in examples})
     methods = sorted({k for _, k in examples})
     fig, axes = plt.subplots(
-        len(models), len(methods) + 1, figsize=(1.7 * (len(methods) + 1), 1.8 * len(models)), squeeze=False
+        len(models), len(methods) + 1, figsize=(1.5 * (len(methods) + 1), 1.6 * len(models)), squeeze=False
     )
+    first = next(iter(examples.values()))
+    img = first["display_image"]
     for i, model in enumerate(models):
-        shown = next(ex for (m, _), ex in examples.items() if m == model)
-        img = shown["grid_image"]
         axes[i, 0].imshow(img.permute(1, 2, 0).squeeze(-1), cmap="gray" if img.shape[0] == 1 else None)
         axes[i, 0].set_ylabel(model, fontsize=7)
-        axes[i, 0].set_title(f"grid, cell 0 = {int(shown['grid_labels'][0])}", fontsize=7)
         for j, method in enumerate(methods, start=1):
             ax = axes[i, j]
             if (model, method) in examples:
-                amap = examples[(model, method)]["grid_maps"][0]
+                amap = examples[(model, method)]["display_map"]
                 lim = float(amap.abs().max()) or 1.0
                 ax.imshow(amap, cmap="bwr", vmin=-lim, vmax=lim)
             else:
                 ax.text(0.5, 0.5, "n/a", ha="center", va="center", fontsize=7)
             if i == 0:
-                ax.set_title(method, fontsize=7)
+                ax.set_title(method.replace("_", " "), fontsize=7)
+    axes[0, 0].set_title("grid", fontsize=7)
     for ax in axes.flat:
         ax.set_xticks([])
         ax.set_yticks([])
-    fig.suptitle("explanation of cell 0's class on the same grid (red +, blue -)", fontsize=8)
+    label = first["display_label"]
+    fig.suptitle(f"class {label} (top-left cell) explained on the same grid (red +, blue -)", fontsize=8)
     path = out / "example_maps.png"
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)

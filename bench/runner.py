@@ -110,6 +110,8 @@ class Prepared:
     sample_ids: Tensor  # (S,) indices into the data set
     samples: Tensor  # (S, C, H, W) encoded
     sample_labels: Tensor
+    display_image: Tensor  # (c, 2h, 2w): the same 2x2 grid for every model, for the report's panel
+    display_labels: Tensor  # (1, 4)
 
 
 @torch.no_grad()
@@ -148,6 +150,8 @@ def prepare(model: ModelAdapter, data: EvalData, suite: Suite, device: torch.dev
             "n_candidates": sel.n_candidates,
             "n_dropped": sel.n_dropped,
         }
+    first = [int((data.labels == k).nonzero()[0]) for k in data.labels.unique()[:4]]  # model-independent
+    display = make_grids(data.images, torch.tensor([first]), tiling="row-major")[0]
     return Prepared(
         grids,
         grid_images,
@@ -157,6 +161,8 @@ def prepare(model: ModelAdapter, data: EvalData, suite: Suite, device: torch.dev
         ids,
         model.encode(data.images[ids]).to(device),
         data.labels[ids].to(device),
+        display,
+        data.labels[first].view(1, 4).to(device),
     )
 
 
@@ -232,12 +238,22 @@ def evaluate_unit(
             explain_s,
             time.perf_counter() - start,
         )
-        if shard.rank == 0:
-            examples.update(
-                grid_maps=maps[0].cpu().clone(),  # clone: torch.save keeps a view's storage
-                grid_image=prep.grid_images[0].cpu().clone(),
-                grid_labels=prep.grid_labels[0].cpu().clone(),
-            )
+    if shard.rank == 0:  # the panel: cell 0's class explained on the same 2x2 grid for every model
+        preset = get_preset(prep.grid_info.get("preset", "bcos-v2"))
+        grid = model.encode(prep.display_image.unsqueeze(0).to(prep.samples.device))
+        shown = gridpg_maps(
+            lambda x, t: method.attribute(model, x, t),
+            grid,
+            prep.display_labels[:, :1],
+            preset,
+            is_vit=model.is_vit,
+            grid_size=2,
+        )
+        examples.update(
+            display_map=shown[0, 0].cpu(),
+            display_image=prep.display_image.cpu(),
+            display_label=int(prep.display_labels[0, 0]),
+        )
     wanted = [m for m in SAMPLE_METRICS if m in suite.metrics]
     if wanted:
         s = shard.take(len(prep.samples)).to(prep.samples.device)

@@ -322,14 +322,16 @@ def gridpg_maps(
     *,
     is_vit: bool,
     chunk_size: int = 64,
+    grid_size: int | None = None,
 ) -> Tensor:
-    """Attribution maps (G, N^2, H, W) of every cell's class on its grid, with the preset's ViT geometry.
+    """Attribution maps (G, T, H, W) of every target's class on its grid, with the preset's ViT geometry.
 
-    ``cell_labels`` (G, N^2) are the classes of the cells (the explained targets).
+    ``cell_labels`` (G, T) are the explained classes, usually one per cell (T = N^2, from which the
+    grid size N is inferred); pass ``grid_size`` to explain any other number of targets.
     """
     check_tensor(grids, "grids", min_dim=4, floating=True)
     g, _, h, w = grids.shape
-    n = _grid_side(cell_labels.shape[1], "cell_labels.shape[1]")
+    n = grid_size or _grid_side(cell_labels.shape[1], "cell_labels.shape[1]")
     if is_vit and preset.vit_windows != "none":
         cell = h // n
         return sliding_window_maps(
