@@ -28,10 +28,9 @@ from bench.data import EvalData, load_data
 from bench.results import RunStore, atomic_torch_save, atomic_write_text, provenance
 from bench.suite import Suite
 from metrics import (
+    ALOE_FRACTIONS,
     comprehensiveness_sufficiency,
-    explanation_entropy,
     get_preset,
-    gini_index,
     grid_pointing_game,
     gridpg_maps,
     make_grids,
@@ -142,6 +141,11 @@ def prepare(model: ModelAdapter, data: EvalData, suite: Suite, device: torch.dev
         grids = model.encode(grid_images).to(device)
         grid_labels = data.labels[sel.indices].to(device)
         cell = data.images.shape[-1]
+        if len(sel.indices) == 0:
+            print(
+                f"[faithbench] no GridPG grid for {model.name}: too few confidently classified images per class",
+                file=sys.stderr,
+            )
         info = {
             "preset": preset.name,
             "grid_size": grid_size,
@@ -206,7 +210,7 @@ def evaluate_unit(
     records: dict[str, dict] = {}
     examples: dict[str, Tensor] = {}
     batch = suite.batch_size
-    if "gridpg" in suite.metrics and prep.grids is not None and len(prep.grids):
+    if "gridpg" in suite.metrics and len(prep.grids):
         g = shard.take(len(prep.grids)).to(prep.grids.device)
         preset = get_preset(prep.grid_info["preset"])
         start = time.perf_counter()
@@ -261,19 +265,13 @@ def evaluate_unit(
         start = time.perf_counter()
         maps = _explain(method, model, x, t, batch)
         explain_s = time.perf_counter() - start
-        if shard.rank == 0:
-            examples.update(
-                sample_maps=maps[:4].cpu().clone(), sample_images=model.encoding.decode(x[:4]).cpu().clone()
-            )
         common = {"activation": model.activation, "chunk_size": 4 * batch}
         for name, fn in (("pixel_deletion", pixel_deletion), ("pixel_insertion", pixel_insertion)):
             if name in wanted:
                 params = {
                     "block_size": suite.deletion.get("block_size", 16),
                     "baseline": 0.0,
-                    "fractions": list(
-                        suite.deletion.get("fractions", [0.0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6, 0.8])
-                    ),
+                    "fractions": list(suite.deletion.get("fractions", ALOE_FRACTIONS)),
                 }
                 start = time.perf_counter()
                 res = fn(
@@ -320,14 +318,10 @@ def evaluate_unit(
                         part.curve,
                         part.fractions,
                     )
-        for name, fn in (
-            ("entropy", explanation_entropy),
-            ("gini", gini_index),
-            ("entropy_normalised", lambda a: explanation_entropy(a, normalise=True)),
-        ):
+        for name in ("entropy", "entropy_normalised", "gini"):
             if name in wanted:
                 start = time.perf_counter()
-                res = fn(maps)
+                res = METRICS.get(name).compute(maps)
                 records[name] = _record(
                     name,
                     res.values,
