@@ -8,16 +8,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-METRIC_ORDER = [
-    "gridpg",
-    "pixel_deletion",
-    "pixel_insertion",
-    "comprehensiveness",
-    "sufficiency",
-    "entropy",
-    "entropy_normalised",
-    "gini",
-]
+from bench.suite import IMAGE_METRICS
 
 
 def read_results(path: Path) -> pd.DataFrame:
@@ -43,7 +34,7 @@ def leaderboard(results: pd.DataFrame) -> pd.DataFrame:
 
     Column names carry the direction (↑ higher is better, ↓ lower is better) and unit.
     """
-    metrics = [m for m in METRIC_ORDER if m in set(results["metric"])]
+    metrics = [m for m in IMAGE_METRICS if m in set(results["metric"])]
     metrics += sorted(set(results["metric"]) - set(metrics))
     table = results.assign(
         cell=[

@@ -26,7 +26,7 @@ from attributions import UnsupportedMethodError, get_method
 from attributions.base import AttributionMethod
 from bench.data import EvalData, load_data
 from bench.results import RunStore, atomic_torch_save, atomic_write_text, provenance
-from bench.suite import Suite
+from bench.suite import IMAGE_METRICS, Suite
 from metrics import (
     ALOE_FRACTIONS,
     comprehensiveness_sufficiency,
@@ -42,15 +42,7 @@ from metrics.registry import METRICS
 from models import load_model
 from models.adapter import ModelAdapter
 
-SAMPLE_METRICS = (
-    "pixel_deletion",
-    "pixel_insertion",
-    "comprehensiveness",
-    "sufficiency",
-    "entropy",
-    "entropy_normalised",
-    "gini",
-)
+SAMPLE_METRICS = tuple(m for m in IMAGE_METRICS if m != "gridpg")  # computed from per-image maps
 
 
 # --------------------------------------------------------------------------- distribution
