@@ -440,6 +440,9 @@ def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) ->
                 store.write_tables(done, suite.name)
             bar.update()
     bar.close()
+    if shard.distributed:
+        dist.barrier()
+        dist.destroy_process_group()
     if shard.rank != 0:
         return None
     results = store.write_tables(done, suite.name)
