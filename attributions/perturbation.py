@@ -75,6 +75,22 @@ class _SegmentMethod(AttributionMethod):
     def _probability(model: ModelAdapter):
         return lambda x: model.probabilities(model.module(x))
 
+    def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
+        segments = self._segments(model, inputs)
+        explainer = self._explainer(model)
+        maps = []
+        for i in range(inputs.shape[0]):  # seeded per sample: a map never depends on the rest of the batch
+            with seeded(self.params["seed"], inputs.device):
+                maps.append(self._explain_one(explainer, inputs[i : i + 1], targets[i : i + 1], segments[i]))
+        return torch.stack(maps).to(inputs.dtype)
+
+    def _explainer(self, model: ModelAdapter):
+        raise NotImplementedError
+
+    def _explain_one(self, explainer, x: Tensor, target: Tensor, seg: Tensor) -> Tensor:
+        """The (H, W) map of one input with its segment map ``seg``."""
+        raise NotImplementedError
+
 
 class Lime(_SegmentMethod):
     name = "lime"
@@ -95,34 +111,30 @@ class Lime(_SegmentMethod):
         if self.params["output"] not in ("weights", "top_k_mask"):
             raise ValueError(f"lime output must be 'weights' or 'top_k_mask', got {self.params['output']!r}")
 
-    def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
-        p = self.params
-        segments = self._segments(model, inputs)
-        lime = ca.Lime(
+    def _explainer(self, model: ModelAdapter):
+        return ca.Lime(
             self._probability(model),
             interpretable_model=SkLearnRidge(alpha=1.0),
-            similarity_func=get_exp_kernel_similarity_function("cosine", p["kernel_width"]),
+            similarity_func=get_exp_kernel_similarity_function("cosine", self.params["kernel_width"]),
         )
-        maps = []
-        for i in range(inputs.shape[0]):
-            seg = segments[i]
-            with seeded(p["seed"], inputs.device):
-                weights = lime.attribute(
-                    inputs[i : i + 1],
-                    baselines=p["baseline"],
-                    target=targets[i : i + 1],
-                    feature_mask=seg.view(1, 1, *seg.shape),
-                    n_samples=p["n_samples"],
-                    perturbations_per_eval=p["perturbations_per_eval"],
-                    return_input_shape=False,
-                )[0].to(inputs.dtype)
-            if p["output"] == "top_k_mask":  # TPAMI: binary mask of the top-k positive superpixels
-                keep = torch.zeros_like(weights)
-                top = weights.topk(min(p["top_k"], weights.numel())).indices
-                keep[top] = (weights[top] > 0).to(weights.dtype)
-                weights = keep
-            maps.append(weights[seg])
-        return torch.stack(maps)
+
+    def _explain_one(self, explainer, x: Tensor, target: Tensor, seg: Tensor) -> Tensor:
+        p = self.params
+        weights = explainer.attribute(
+            x,
+            baselines=p["baseline"],
+            target=target,
+            feature_mask=seg.view(1, 1, *seg.shape),
+            n_samples=p["n_samples"],
+            perturbations_per_eval=p["perturbations_per_eval"],
+            return_input_shape=False,
+        )[0]
+        if p["output"] == "top_k_mask":  # TPAMI: binary mask of the top-k positive superpixels
+            keep = torch.zeros_like(weights)
+            top = weights.topk(min(p["top_k"], weights.numel())).indices
+            keep[top] = (weights[top] > 0).to(weights.dtype)
+            weights = keep
+        return weights[seg]
 
 
 class ShapleySampling(_SegmentMethod):
@@ -137,20 +149,17 @@ class ShapleySampling(_SegmentMethod):
         "seed": 0,
     }
 
-    def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
+    def _explainer(self, model: ModelAdapter):
+        return ca.ShapleyValueSampling(self._probability(model))
+
+    def _explain_one(self, explainer, x: Tensor, target: Tensor, seg: Tensor) -> Tensor:
         p = self.params
-        segments = self._segments(model, inputs)
-        svs = ca.ShapleyValueSampling(self._probability(model))
-        maps = []
-        for i in range(inputs.shape[0]):
-            with seeded(p["seed"], inputs.device):
-                attr = svs.attribute(
-                    inputs[i : i + 1],
-                    baselines=p["baseline"],
-                    target=targets[i : i + 1],
-                    feature_mask=segments[i].view(1, 1, *segments.shape[1:]),
-                    n_samples=p["n_samples"],
-                    perturbations_per_eval=p["perturbations_per_eval"],
-                )
-            maps.append(attr[0, 0])  # every channel of a segment carries the segment's value
-        return torch.stack(maps)
+        attr = explainer.attribute(
+            x,
+            baselines=p["baseline"],
+            target=target,
+            feature_mask=seg.view(1, 1, *seg.shape),
+            n_samples=p["n_samples"],
+            perturbations_per_eval=p["perturbations_per_eval"],
+        )
+        return attr[0, 0]  # every channel of a segment carries the segment's value

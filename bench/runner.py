@@ -41,6 +41,7 @@ from metrics import (
 from metrics.registry import METRICS
 from models import load_model
 from models.adapter import ModelAdapter
+from models.training import predict_logits
 
 SAMPLE_METRICS = tuple(m for m in IMAGE_METRICS if m != "gridpg")  # computed from per-image maps
 
@@ -105,13 +106,6 @@ class Prepared:
     display_labels: Tensor  # (1, 4)
 
 
-@torch.no_grad()
-def _logits(model: ModelAdapter, images: Tensor, batch: int, device: torch.device) -> Tensor:
-    return torch.cat(
-        [model(model.encode(images[s : s + batch].to(device))).cpu() for s in range(0, len(images), batch)]
-    )
-
-
 def prepare(model: ModelAdapter, data: EvalData, suite: Suite, device: torch.device) -> Prepared:
     gen = torch.Generator().manual_seed(suite.seed)
     ids = torch.randperm(len(data.labels), generator=gen)[: suite.n_samples].sort().values
@@ -119,7 +113,7 @@ def prepare(model: ModelAdapter, data: EvalData, suite: Suite, device: torch.dev
     grid_size, info = 0, {}
     if "gridpg" in suite.metrics:
         preset = get_preset(suite.gridpg.get("preset", "bcos-v2"))
-        logits = _logits(model, data.images, 4 * suite.batch_size, device)
+        logits = predict_logits(model.module, model.encode, data.images, 4 * suite.batch_size, device)
         sel = select_grids(
             preset,
             data.labels,

@@ -54,10 +54,6 @@ class ModelAdapter:
     def has_native_explanation(self) -> bool:
         return self.family != "standard"
 
-    @property
-    def device(self) -> torch.device:
-        return next(self.module.parameters()).device
-
     def to(self, device: torch.device | str) -> ModelAdapter:
         self.module.to(device)
         return self

@@ -76,9 +76,14 @@ def random_shift(images: Tensor, max_shift: int, gen: torch.Generator) -> Tensor
 
 
 @torch.no_grad()
-def predict_logits(module: nn.Module, encode: Encode, images: Tensor, batch_size: int = 500) -> Tensor:
+def predict_logits(
+    module: nn.Module, encode: Encode, images: Tensor, batch_size: int = 500, device: torch.device | None = None
+) -> Tensor:
+    """Logits of ``images`` in batches (each batch moved to ``device`` if given), returned on the host."""
     module.eval()
-    return torch.cat([module(encode(images[s : s + batch_size])) for s in range(0, len(images), batch_size)])
+    return torch.cat(
+        [module(encode(images[s : s + batch_size].to(device))).cpu() for s in range(0, len(images), batch_size)]
+    )
 
 
 def accuracy(module: nn.Module, encode: Encode, data: Split) -> float:
