@@ -17,7 +17,7 @@ from attributions.lrp import LRP
 from attributions.native import NativeExplanation
 from attributions.perturbation import Lime, ShapleySampling
 from attributions.rollout import AttentionRollout
-from bench.registry import Registry
+from faithbench.registry import Registry
 
 METHODS: Registry[type[AttributionMethod]] = Registry("method")
 for _cls in (

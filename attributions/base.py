@@ -89,6 +89,12 @@ class AttributionMethod:
         if targets.shape != (inputs.shape[0],):
             raise ValueError(f"targets must have shape ({inputs.shape[0]},), got {tuple(targets.shape)}")
         targets = targets.to(device=inputs.device, dtype=torch.long)
+        bad = (targets < 0) | (targets >= model.num_classes)
+        if bool(bad.any()):
+            raise ValueError(
+                f"targets must be class indices in 0..{model.num_classes - 1} of model {model.name!r}; got "
+                f"{targets[bad][:8].tolist()} at batch positions {bad.nonzero().flatten()[:8].tolist()}"
+            )
         maps = self._attribute(model, inputs.detach(), targets)
         if maps.dim() == 4:
             maps = maps.sum(dim=1)

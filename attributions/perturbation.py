@@ -134,7 +134,7 @@ class Lime(_SegmentMethod):
             top = weights.topk(min(p["top_k"], weights.numel())).indices
             keep[top] = (weights[top] > 0).to(weights.dtype)
             weights = keep
-        return weights[seg]
+        return weights.to(seg.device)[seg]  # the surrogate's weights come back on the host
 
 
 class ShapleySampling(_SegmentMethod):

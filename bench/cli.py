@@ -60,13 +60,13 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def _cmd_zoo(args: argparse.Namespace) -> int:
     import time
 
+    from faithbench.errors import UserError
     from models import zoo
 
     names = args.models or list(zoo.RECIPES)
     unknown = [n for n in names if n not in zoo.RECIPES]
     if unknown:
-        sys.stderr.write(f"unknown zoo model(s) {', '.join(unknown)}; valid: {', '.join(zoo.RECIPES)}\n")
-        return 2
+        raise UserError(f"unknown zoo model(s) {', '.join(unknown)}; valid: {', '.join(zoo.RECIPES)}")
     rows = []
     for name in names:
         start = time.perf_counter()
@@ -147,7 +147,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from bench.compare import compare
+    from bench.compare import FAILING, compare
     from bench.report import to_text
 
     table, failed = compare(
@@ -162,7 +162,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         fmt = "{:+.4f}" if col.startswith("delta") else "{:.4f}"
         shown[col] = shown[col].map(lambda v, fmt=fmt: "" if v != v else fmt.format(v))
     sys.stdout.write(to_text(shown) + "\n")
-    bad = table[table["status"].isin(["MISSING", "REGRESSED", "CHANGED"])]
+    bad = table[table["status"].isin(FAILING)]
     if failed:
         sys.stdout.write(
             f"\nFAIL: {len(bad)} row(s) {', '.join(sorted(set(bad['status'])))} "
@@ -177,14 +177,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bench", description="faithbench: faithfulness and localisation of explanations"
     )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--debug", action="store_true", help="show the full traceback of every error (also: FAITHBENCH_DEBUG=1)"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    p_list = sub.add_parser("list", help="show the registered metrics, presets, models, methods and suites")
+    p_list = sub.add_parser(
+        "list", parents=[common], help="show the registered metrics, presets, models, methods and suites"
+    )
     p_list.set_defaults(func=_cmd_list)
-    p_zoo = sub.add_parser("zoo", help="build (or load from cache) the offline model zoo and report accuracies")
+    p_zoo = sub.add_parser(
+        "zoo", parents=[common], help="build (or load from cache) the offline model zoo and report accuracies"
+    )
     p_zoo.add_argument("models", nargs="*", help="zoo models to build (default: all)")
     p_zoo.set_defaults(func=_cmd_zoo)
 
-    p_run = sub.add_parser("run", help="run a suite (default: vision, the embedded offline default)")
+    p_run = sub.add_parser("run", parents=[common], help="run a suite (default: vision, the embedded offline default)")
     p_run.add_argument("--suite", default="vision", help="suite name (see `list`) or path to a .toml file")
     p_run.add_argument("--models", type=_csv, help="comma-separated model names (default: the suite's)")
     p_run.add_argument("--methods", type=_csv, help="comma-separated method names")
@@ -193,21 +201,31 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--n-grids", type=int, help="GridPG grids per model")
     p_run.add_argument("--n-samples", type=int, help="images for the per-sample metrics")
     p_run.add_argument("--preset", help="GridPG protocol preset (bcos-v2, bcosification, aloe)")
-    p_run.add_argument("--seed", type=int)
-    p_run.add_argument("--batch-size", type=int)
+    p_run.add_argument(
+        "--seed", type=int, help="seed of the sample draw and of seeded methods (LIME, Shapley); default: the suite's"
+    )
+    p_run.add_argument(
+        "--batch-size",
+        type=int,
+        help="inputs explained per method call (metrics perturb 4x as many per model call); default: the suite's",
+    )
     p_run.add_argument("--data-root", help="ImageNet-style folder (one sub-folder per class) instead of the default")
     p_run.add_argument("--out", help="output folder (default runs/SUITE); rerunning resumes")
     p_run.add_argument("--no-progress", action="store_true", help="no progress bar")
     p_run.add_argument("--no-report", action="store_true", help="skip the tables and plots after the run")
     p_run.set_defaults(func=_cmd_run)
 
-    p_rep = sub.add_parser("report", help="leaderboard tables (text, Markdown, HTML, LaTeX) and plots of a run")
+    p_rep = sub.add_parser(
+        "report", parents=[common], help="leaderboard tables (text, Markdown, HTML, LaTeX) and plots of a run"
+    )
     p_rep.add_argument("results", help="a run's results.csv")
     p_rep.add_argument("--out", help="output folder (default: report/ beside the results)")
     p_rep.set_defaults(func=_cmd_report)
 
     p_cmp = sub.add_parser(
-        "compare", help="CI gate: per-(model, method, metric) differences, non-zero exit on regression"
+        "compare",
+        parents=[common],
+        help="CI gate: per-(model, method, metric) differences, non-zero exit on regression",
     )
     p_cmp.add_argument("baseline", help="baseline results.csv")
     p_cmp.add_argument("new", help="new results.csv")
@@ -224,14 +242,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. User errors print one line (exit 2); anything else is a bug or an environment
+    problem and shows its traceback (``--debug`` shows it for user errors too)."""
+    import os
     import warnings
+
+    from bench.shadowing import shadowing_problem
+    from faithbench.errors import UserError
 
     # Captum announces every hook it sets on activations; a long run would repeat it thousands of times.
     warnings.filterwarnings("ignore", message="Setting .*hooks", category=UserWarning)
     args = build_parser().parse_args(argv)
+    debug = args.debug or os.environ.get("FAITHBENCH_DEBUG", "") not in ("", "0")
+    problem = shadowing_problem()
+    if problem:
+        sys.stderr.write(f"error: {problem}\n")
+        return 2
     try:
         return args.func(args)
-    except (ValueError, KeyError, FileNotFoundError, RuntimeError) as exc:  # user errors: one clear line
-        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        sys.stderr.write(f"error: {message}\n")
+    except UserError as exc:
+        if debug:
+            raise
+        sys.stderr.write(f"error: {exc}\n")
         return 2
+    except BrokenPipeError:  # output piped into `head` and the like
+        sys.stderr.close()
+        return 0

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from bench.suite import Suite
+from faithbench.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -30,17 +31,17 @@ def load_data(suite: Suite, max_images: int = 5000) -> EvalData:
 def _image_folder(root: str | None, max_images: int) -> EvalData:
     """ImageNet-style folder (a sub-folder per class, sorted = class index); Resize 256, CenterCrop 224."""
     if not root:
-        raise ValueError("the imagefolder dataset needs --data-root DIR (one sub-folder of images per class)")
+        raise UserError("the imagefolder dataset needs --data-root DIR (one sub-folder of images per class)")
     path = Path(root)
     if not path.is_dir():
-        raise FileNotFoundError(f"--data-root {path} does not exist or is not a folder")
+        raise UserError(f"--data-root {path} does not exist or is not a folder")
     from torchvision import datasets, transforms
 
     tf = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor()])
     try:
         folder = datasets.ImageFolder(str(path), transform=tf)
     except (FileNotFoundError, RuntimeError) as exc:
-        raise FileNotFoundError(f"no images found under --data-root {path}: {exc}") from exc
+        raise UserError(f"no images found under --data-root {path}: {exc}") from exc
     gen = torch.Generator().manual_seed(0)
     idx = torch.randperm(len(folder), generator=gen)[:max_images].sort().values
     images, labels = zip(*(folder[int(i)] for i in idx), strict=True)

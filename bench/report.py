@@ -9,16 +9,24 @@ import pandas as pd
 import torch
 
 from bench.suite import IMAGE_METRICS
+from faithbench.errors import UserError
 
 
 def read_results(path: Path) -> pd.DataFrame:
+    """A run's ``results.csv``; every problem with the file is one line that names it."""
     path = Path(path)
+    if path.is_dir():
+        hint = f"; did you mean {path / 'results.csv'}?" if (path / "results.csv").exists() else ""
+        raise UserError(f"{path} is a folder, not a results file (a run's results.csv){hint}")
     if not path.exists():
-        raise FileNotFoundError(f"results file {path} does not exist")
-    frame = pd.read_csv(path)
+        raise UserError(f"results file {path} does not exist")
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path} is not a readable results CSV ({type(exc).__name__}: {exc})") from None
     missing = {"model", "method", "metric", "mean"} - set(frame.columns)
     if missing:
-        raise ValueError(f"{path} is not a faithbench results file (missing columns {', '.join(sorted(missing))})")
+        raise UserError(f"{path} is not a faithbench results file (missing columns {', '.join(sorted(missing))})")
     return frame
 
 

@@ -18,19 +18,19 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import platform
 import subprocess
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 from scipy import stats
+
+from faithbench.io import atomic_write_text
 
 RESULT_COLUMNS = [
     "suite",
@@ -53,22 +53,8 @@ RESULT_COLUMNS = [
 ]
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def atomic_write_csv(path: Path, frame: pd.DataFrame) -> None:
     atomic_write_text(path, frame.to_csv(index=False))
-
-
-def atomic_torch_save(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
 
 
 def _version(dist: str) -> str:

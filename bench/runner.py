@@ -25,8 +25,9 @@ from tqdm.auto import tqdm
 from attributions import UnsupportedMethodError, get_method
 from attributions.base import AttributionMethod
 from bench.data import EvalData, load_data
-from bench.results import RunStore, atomic_torch_save, atomic_write_text, provenance
+from bench.results import RunStore, provenance
 from bench.suite import IMAGE_METRICS, Suite
+from faithbench.io import atomic_torch_save, atomic_write_text
 from metrics import (
     ALOE_FRACTIONS,
     comprehensiveness_sufficiency,

@@ -9,6 +9,8 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from faithbench.errors import UserError
+
 IMAGE_METRICS = (
     "gridpg",
     "pixel_deletion",
@@ -69,27 +71,27 @@ class Suite:
         ):
             unknown = [n for n in names if n not in valid]
             if unknown:
-                raise ValueError(f"unknown {kind}(s) {', '.join(unknown)}; valid {kind}s: {', '.join(valid)}")
+                raise UserError(f"unknown {kind}(s) {', '.join(unknown)}; valid {kind}s: {', '.join(valid)}")
             if not names:
-                raise ValueError(f"the suite selects no {kind}")
+                raise UserError(f"the suite selects no {kind}")
         if self.dataset not in DATASETS:
-            raise ValueError(f"unknown dataset {self.dataset!r}; valid datasets: {', '.join(DATASETS)}")
+            raise UserError(f"unknown dataset {self.dataset!r}; valid datasets: {', '.join(DATASETS)}")
         zoo = [m for m in self.models if MODELS.get(m).source == "zoo"]
         if self.dataset != "mnist" and zoo:
-            raise ValueError(
+            raise UserError(
                 f"the zoo models {', '.join(zoo)} classify 28 px MNIST digits; with dataset "
                 f"{self.dataset!r} choose pretrained models, e.g. --models resnet18,bcos_resnet18"
             )
         if self.dataset == "mnist" and len(zoo) < len(self.models):
             other = [m for m in self.models if m not in zoo]
-            raise ValueError(f"models {', '.join(other)} need real data: pass --data-root (an ImageNet-style folder)")
+            raise UserError(f"models {', '.join(other)} need real data: pass --data-root (an ImageNet-style folder)")
         if self.gridpg.get("preset", "bcos-v2") not in GRIDPG_PRESETS:
-            raise ValueError(f"unknown GridPG preset {self.gridpg['preset']!r}; valid: {', '.join(GRIDPG_PRESETS)}")
+            raise UserError(f"unknown GridPG preset {self.gridpg['preset']!r}; valid: {', '.join(GRIDPG_PRESETS)}")
         for key in ("seed", "n_samples", "batch_size"):
             value = getattr(self, key)
             least = 0 if key == "seed" else 1
             if not isinstance(value, int) or value < least:
-                raise ValueError(f"{key} must be an integer >= {least}, got {value!r}")
+                raise UserError(f"{key} must be an integer >= {least}, got {value!r}")
         return self
 
     def to_json(self) -> str:
@@ -107,18 +109,18 @@ def load_suite(name_or_path: str) -> Suite:
     path = Path(name_or_path)
     if path.suffix == ".toml":
         if not path.exists():
-            raise FileNotFoundError(f"suite file {path} does not exist")
+            raise UserError(f"suite file {path} does not exist")
         text = path.read_text()
     elif name_or_path in available_suites():
         text = files("bench").joinpath("suites", f"{name_or_path}.toml").read_text()
     else:
-        raise ValueError(
+        raise UserError(
             f"unknown suite {name_or_path!r}; valid suites: {', '.join(available_suites())} (or a path to a .toml file)"
         )
     data = tomllib.loads(text)
     unknown = sorted(set(data) - _KEYS)
     if unknown:
-        raise ValueError(
+        raise UserError(
             f"suite {name_or_path!r} has unknown keys {', '.join(unknown)}; valid: {', '.join(sorted(_KEYS))}"
         )
     for key in ("models", "methods", "metrics"):

@@ -36,6 +36,16 @@ def feature_ranks(scores: Tensor, valid: Tensor | None = None) -> Tensor:
     return ranks
 
 
+def check_class_indices(targets: Tensor, num_classes: int, name: str = "targets") -> None:
+    """Every target must index one of the model's ``num_classes`` outputs."""
+    bad = (targets < 0) | (targets >= num_classes)
+    if bool(bad.any()):
+        raise ValueError(
+            f"{name} must be class indices in 0..{num_classes - 1} (the model has {num_classes} outputs); got "
+            f"{targets[bad][:8].tolist()} in samples {bad.nonzero().flatten()[:8].tolist()}"
+        )
+
+
 def to_probabilities(scores: Tensor, activation: str) -> Tensor:
     check_choice(activation, "activation", ACTIVATIONS)
     if activation == "softmax":
@@ -92,6 +102,8 @@ def probabilities_after_removal(
         remove = remove.view(n, *([1] * chan_dims), *ranks.shape[1:])
         perturbed = torch.where(remove, torch.as_tensor(baseline, dtype=inputs.dtype, device=inputs.device), inputs[b])
         scores = forward(perturbed, **{key: value[b] for key, value in extra.items()})
+        if start == 0:
+            check_class_indices(targets, scores.shape[1])
         probs = to_probabilities(scores.float(), activation)
         out[s] = probs.gather(1, targets[b].unsqueeze(1)).squeeze(1)
     return out

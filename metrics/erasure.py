@@ -91,7 +91,8 @@ def comprehensiveness_sufficiency(
         summary: ``eraser`` or ``bcos-lm`` (see module docstring); sets the defaults of
             ``fractions`` and ``mask_special_in_sufficiency``.
         fractions: feature fractions r in (0, 1]; overrides the summary's.
-        top_k: absolute k values instead of fractions (each must be <= every sample's n).
+        top_k: absolute k values instead of fractions (each must be <= every sample's n); only with the
+            ``eraser`` (mean) summary: an area needs the fractions as its x-axis.
         min_k: lower bound of k from a fraction (1: at least one feature is always removed).
         baseline: the mask token id (text) or the replacement value / tensor (images).
         feature_mask: (B, *S) bool, True for rankable features (default: all).
@@ -139,6 +140,11 @@ def comprehensiveness_sufficiency(
             raise ValueError(
                 f"top_k={int(ks.max())} is larger than the number of features of samples "
                 f"{too_big.nonzero().flatten().tolist()} (n = {n_features[too_big].tolist()})"
+            )
+        if conv.aggregate == "trapezoid":
+            raise ValueError(
+                f"the {summary!r} summary is an area over the fractions r = k / n; with absolute top_k values "
+                "use summary='eraser' (the mean over k), or give fractions instead of top_k"
             )
         k = ks.expand(b, -1)
         xs = ks.double()

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
-from bench.registry import Registry
+from faithbench.registry import Registry
 from metrics.complexity import explanation_entropy, gini_index
 from metrics.deletion import pixel_deletion, pixel_insertion
 from metrics.erasure import ERASURE_SUMMARIES, comprehensiveness_sufficiency

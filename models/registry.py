@@ -8,7 +8,8 @@ import torch
 from bcos.modules import LogitLayer
 from torch import nn
 
-from bench.registry import Registry
+from faithbench.errors import UserError
+from faithbench.registry import Registry
 from models import zoo
 from models.adapter import ModelAdapter, ModelSpec
 from models.encoding import bcos_inverse, normalized
@@ -22,8 +23,8 @@ def _logit_bias(module: nn.Module) -> float:
     return sum(float(m.logit_bias or 0.0) for m in module.modules() if isinstance(m, LogitLayer))
 
 
-def _offline_error(what: str, exc: Exception) -> RuntimeError:
-    return RuntimeError(
+def _offline_error(what: str, exc: Exception) -> UserError:
+    return UserError(
         f"could not load {what}: {type(exc).__name__}: {exc}. Pretrained weights are downloaded on "
         f"first use; without internet, copy the checkpoint file into {torch.hub.get_dir()}/checkpoints/, "
         f"or use an offline zoo model ({', '.join(zoo.RECIPES)})"

@@ -9,7 +9,6 @@ SHA-256 is reported and rebuilt. Cache folder: ``$FAITHBENCH_CACHE`` or ``~/.cac
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import math
 import os
@@ -22,6 +21,7 @@ import torch
 from bcos.modules import LogitLayer
 from torch import nn
 
+from faithbench.io import atomic_torch_save
 from models.aloe import AlignmentConfig, align
 from models.architectures import ConvDigitNet, bcos_digit_cnn, ccexam_mnist_cnn, digit_vit
 from models.bcosify import bcosify
@@ -273,21 +273,16 @@ def _load_checkpoint(name: str, model: nn.Module) -> dict | None:
 
 def _save_checkpoint(name: str, model: nn.Module, info: dict) -> None:
     path = checkpoint_path(name)
-    path.parent.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    buf = io.BytesIO()
-    torch.save(
+    atomic_torch_save(  # a killed build never leaves a half-written checkpoint
+        path,
         {
             "recipe_hash": recipe_hash(name),
             "state_dict": state,
             "state_sha256": state_sha256(state),
             "info": info,
         },
-        buf,
     )
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(buf.getvalue())
-    os.replace(tmp, path)  # atomic: a killed build never leaves a half-written checkpoint
 
 
 def build(name: str) -> tuple[nn.Module, dict]:

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from bench.cli import main
-from bench.registry import Registry
+from faithbench.registry import Registry
 
 
 def test_list_via_python_dash_m_shows_metrics_and_presets():

@@ -313,14 +313,13 @@ def test_paired_bootstrap_known_answers():
 
 
 def test_torchrun_with_two_processes_equals_one_process(tiny_suite, tiny_run, tmp_path):
-    torchrun = shutil.which("torchrun")
-    if torchrun is None:
-        pytest.skip("torchrun is not on PATH")
     out = tmp_path / "dist"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
         [
-            torchrun,
+            sys.executable,
+            "-m",
+            "torch.distributed.run",  # = torchrun, without relying on PATH
             "--nproc_per_node=2",
             "-m",
             "bench",

@@ -150,6 +150,17 @@ def test_bad_inputs():
         run(summary="bcos-lm", fractions=[0.5])
     with pytest.raises(ValueError, match="unknown activation"):
         run(activation="tanh")
+    with pytest.raises(ValueError, match=r"class indices in 0..1 \(the model has 2 outputs\); got \[5\]"):
+        run(targets=torch.tensor([5]))
+
+
+def test_bcos_lm_area_refuses_absolute_top_k():
+    # The area is taken over fractions; over k = 1..9 it would be ~10x too large (5.42 vs 0.54).
+    ids = torch.arange(1, 6).repeat(1, 2)
+    attr = VALUES[ids]
+    with pytest.raises(ValueError, match="area over the fractions r = k / n; with absolute top_k"):
+        run(ids, attr, summary="bcos-lm", top_k=range(1, 10))
+    assert run(ids, attr, top_k=range(1, 10)).comprehensiveness.values.shape == (1,)  # eraser: mean over k
 
 
 def test_summary_presets_match_the_protocol():

@@ -1,0 +1,62 @@
+"""A name -> object registry whose lookups fail with the list of valid names."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Generic, TypeVar
+
+from faithbench.errors import UnknownNameError, UserError
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Named entries of one kind (metrics, models, methods, presets, suites, ...)."""
+
+    def __init__(self, kind: str, plural: str | None = None) -> None:
+        self.kind = kind
+        self.plural = plural or f"{kind}s"
+        self._entries: dict[str, T] = {}
+
+    def register(self, name: str, entry: T) -> T:
+        if name in self._entries:
+            raise ValueError(f"{self.kind} {name!r} is already registered")
+        self._entries[name] = entry
+        return entry
+
+    def get(self, name: str) -> T:
+        try:
+            return self._entries[name]
+        except (KeyError, TypeError):
+            raise UnknownNameError(f"unknown {self.kind} {name!r}; valid {self.plural}: {self._valid()}") from None
+
+    def check(self, names: object, what: str | None = None) -> tuple[str, ...]:
+        """Validate a list of names at once: a list of strings, every one registered."""
+        if isinstance(names, str) or not isinstance(names, list | tuple):
+            example = next(iter(self.names()), "name")
+            raise UserError(f'{what or self.plural} must be a list of names, e.g. ["{example}"], got {names!r}')
+        unknown = [str(n) for n in names if n not in self]
+        if unknown:
+            raise UnknownNameError(f"unknown {self.kind}(s) {', '.join(unknown)}; valid {self.plural}: {self._valid()}")
+        return tuple(names)
+
+    def _valid(self) -> str:
+        return ", ".join(self.names()) or "(none registered)"
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def items(self) -> list[tuple[str, T]]:
+        return [(n, self._entries[n]) for n in self.names()]
+
+    def __contains__(self, name: object) -> bool:
+        try:
+            return name in self._entries
+        except TypeError:
+            return False
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self._entries)
