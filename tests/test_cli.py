@@ -73,3 +73,66 @@ def test_list_shows_every_registered_model_with_its_family():
         ("aloe_vit_mnist", "aloe"),
     ):
         assert any(line.split()[:2] == [name, family] for line in out.splitlines())
+
+
+def test_internal_errors_show_their_traceback_user_errors_one_line(monkeypatch, capsys):
+    import bench.cli as cli
+
+    def bug(args):
+        raise RuntimeError("indices should be either on cpu or on the same device")
+
+    monkeypatch.setattr(cli, "_cmd_list", bug)
+    with pytest.raises(RuntimeError, match="same device"):  # not swallowed into "error: ..."
+        main(["list"])
+    assert main(["run", "--suite", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: unknown suite 'nope'")
+    from faithbench.errors import UserError
+
+    with pytest.raises(UserError, match="unknown suite"):  # --debug re-raises user errors too
+        main(["run", "--suite", "nope", "--debug"])
+
+
+def test_internal_error_traceback_reaches_the_terminal(tmp_path):
+    # A bug in a subprocess: exit code 1 and a Python traceback, not "error: ..." with exit 2.
+    script = tmp_path / "boom.py"
+    script.write_text(
+        "import bench.cli as c\n"
+        "def bug(a):\n    raise RuntimeError('deep torch failure')\n"
+        "c._cmd_list = bug\n"
+        "raise SystemExit(c.main(['list']))\n"
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert proc.returncode == 1 and "Traceback" in proc.stderr and "deep torch failure" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("folder", "package", "command"),
+    [("models", True, "list"), ("metrics", True, "list"), ("bench", False, "list"), ("attributions", True, "list")],
+)
+def test_a_users_folder_that_shadows_a_package_is_named_in_one_line(tmp_path, folder, package, command):
+    (tmp_path / folder).mkdir()
+    if package:
+        (tmp_path / folder / "__init__.py").write_text("")
+    proc = subprocess.run([sys.executable, "-m", "bench", command], capture_output=True, text=True, cwd=tmp_path)
+    if not package and proc.returncode == 0:  # a regular install beats a plain folder (namespace package)
+        assert "metrics:" in proc.stdout
+        return
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(tmp_path / folder) in lines[0] and "`faithbench` command" in lines[0]
+
+
+def test_python_dash_m_bench_works_from_any_other_folder(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "bench", "list"], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0 and "metrics:" in proc.stdout
+
+
+def test_run_help_describes_every_option():
+    import argparse
+
+    parser = __import__("bench.cli", fromlist=["build_parser"]).build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, p in sub.choices.items():
+        for action in p._actions:
+            assert action.help, f"`{name} {'/'.join(action.option_strings) or action.dest}` has no help text"

@@ -300,6 +300,45 @@ def test_compare_relative_tolerance_and_direction(tiny_run, tmp_path):
     assert not failed
 
 
+def test_compare_fails_when_a_score_turns_nan_or_a_count_changes(tiny_run, tmp_path):
+    base = tiny_run / "results.csv"
+    res = pd.read_csv(base)
+    hit = (res.model == "bcos_cnn_mnist") & (res.method == "native") & (res.metric == "gridpg")
+
+    def gate(frame, **kw):
+        frame.to_csv(tmp_path / "results.csv", index=False)
+        table, failed = compare(base, tmp_path / "results.csv", **kw)
+        return failed, set(table.status) - {"ok"}
+
+    nan = res.copy()
+    nan.loc[hit, "mean"] = np.nan
+    assert gate(nan) == (True, {"NAN"})
+    assert gate(nan, two_sided=True, rel_tolerance=1.0) == (True, {"NAN"})
+    for col in ("n", "n_undefined", "n_dropped"):
+        counted = res.copy()
+        counted.loc[hit, col] += 1
+        assert gate(counted) == (True, {"COUNTS"}), col
+    # NaN -> finite: an improvement one-sided, a failure two-sided.
+    nan.to_csv(tmp_path / "nan_base.csv", index=False)
+    res.to_csv(tmp_path / "finite.csv", index=False)
+    table, failed = compare(tmp_path / "nan_base.csv", tmp_path / "finite.csv")
+    assert not failed and set(table.status) == {"ok", "improved"}
+    _, failed = compare(tmp_path / "nan_base.csv", tmp_path / "finite.csv", two_sided=True)
+    assert failed
+
+
+def test_compare_and_report_name_the_bad_file_in_one_line(tiny_run, tmp_path, capsys):
+    base = str(tiny_run / "results.csv")
+    assert main(["compare", str(tiny_run), base]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{tiny_run} is a folder" in err and "did you mean" in err
+    (tmp_path / "empty.csv").write_text("")
+    assert main(["compare", base, str(tmp_path / "empty.csv")]) == 2
+    assert f"{tmp_path / 'empty.csv'} is not a readable results CSV" in capsys.readouterr().err
+    assert main(["report", str(tmp_path)]) == 2
+    assert "is a folder, not a results file" in capsys.readouterr().err
+
+
 def test_paired_bootstrap_known_answers():
     assert paired_bootstrap(np.full(20, 0.5)) == (0.5, 0.5)
     low, high = paired_bootstrap(np.array([-1.0, 1.0] * 50))
