@@ -20,6 +20,14 @@ from attributions.rollout import AttentionRollout
 from faithbench.registry import Registry
 
 METHODS: Registry[type[AttributionMethod]] = Registry("method")
+
+
+def register_method(cls: type[AttributionMethod]) -> type[AttributionMethod]:
+    """Register a method class under its ``name`` (usable as a class decorator, e.g. in a suite's plugin)."""
+    METHODS.register(cls.name, cls)
+    return cls
+
+
 for _cls in (
     NativeExplanation,
     Gradient,
@@ -33,7 +41,7 @@ for _cls in (
     ShapleySampling,
     AttentionRollout,
 ):
-    METHODS.register(_cls.name, _cls)
+    register_method(_cls)
 
 
 def get_method(name: str, **params: object) -> AttributionMethod:
@@ -41,4 +49,4 @@ def get_method(name: str, **params: object) -> AttributionMethod:
     return METHODS.get(name)(**params)
 
 
-__all__ = ["METHODS", "AttributionMethod", "Capabilities", "UnsupportedMethodError", "get_method"]
+__all__ = ["METHODS", "AttributionMethod", "Capabilities", "UnsupportedMethodError", "get_method", "register_method"]

@@ -21,6 +21,8 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from faithbench.config import check_type
+from faithbench.errors import ParameterError
 from models.adapter import ModelAdapter
 
 
@@ -49,14 +51,22 @@ class AttributionMethod:
     name: ClassVar[str]
     description: ClassVar[str]
     capabilities: ClassVar[Capabilities] = Capabilities()
-    defaults: ClassVar[dict[str, Any]] = {}
+    defaults: ClassVar[dict[str, Any]] = {}  # every parameter and its default; values are type-checked against them
+    choices: ClassVar[dict[str, tuple[Any, ...]]] = {}  # parameters with a fixed set of valid values
     unsupported_note: ClassVar[str] = ""  # appended when a model kind is not supported
 
     def __init__(self, **params: Any) -> None:
         unknown = sorted(set(params) - set(self.defaults))
         if unknown:
             valid = ", ".join(sorted(self.defaults)) or "(none)"
-            raise TypeError(f"method {self.name!r} has no parameter(s) {', '.join(unknown)}; valid: {valid}")
+            raise ParameterError(f"method {self.name!r} has no parameter(s) {', '.join(unknown)}; valid: {valid}")
+        for key, value in params.items():
+            where = f"method {self.name!r} parameter {key}"
+            params[key] = check_type(value, self.defaults[key], where)
+            if key in self.choices and params[key] not in self.choices[key]:
+                raise ParameterError(f"{where} must be one of {', '.join(map(repr, self.choices[key]))}, got {value!r}")
+            if isinstance(params[key], int) and not isinstance(params[key], bool) and params[key] < (key != "seed"):
+                raise ParameterError(f"{where} must be >= {int(key != 'seed')}, got {value!r}")
         self.params = {**self.defaults, **params}
 
     def __repr__(self) -> str:

@@ -42,6 +42,9 @@ class IntegratedGradients(AttributionMethod):
         "internal_batch_size": 64,  # (step, input) pairs per pass: 3x faster than all at once on CPU
         "method": "gausslegendre",
     }
+    choices: ClassVar[dict] = {
+        "method": ("gausslegendre", "riemann_left", "riemann_right", "riemann_middle", "riemann_trapezoid")
+    }
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         p = self.params
@@ -77,6 +80,7 @@ class GradCam(AttributionMethod):
     description = "Captum LayerGradCam on the model's last convolutional block, ReLU, upsampled to the input"
     capabilities = Capabilities(vit=False, needs_layer=True)
     defaults: ClassVar[dict] = {"relu": True, "upsample": "nearest"}
+    choices: ClassVar[dict] = {"upsample": ("nearest", "bilinear", "bicubic", "area")}
 
     def _check(self, model: ModelAdapter) -> None:
         module_by_name(model.module, model.conv_layer)

@@ -36,6 +36,7 @@ from zennit.torchvision import ResNetCanonizer
 from zennit.types import Convolution
 
 from attributions.base import AttributionMethod, Capabilities
+from faithbench.registry import Registry
 from models.adapter import ModelAdapter
 from models.bcosify import InputNormalization
 
@@ -45,7 +46,8 @@ def _epsilon_composite(epsilon: float, layer_map: list, canonizers: list) -> Lay
     return LayerMapComposite(layer_map + layer_map_base(epsilon) + rules, canonizers=canonizers)
 
 
-COMPOSITES = {
+COMPOSITES: Registry = Registry("LRP composite")
+for _name, _build in {
     "epsilon_plus_flat": lambda eps, layer_map, canonizers: EpsilonPlusFlat(
         epsilon=eps, layer_map=layer_map, canonizers=canonizers
     ),
@@ -56,7 +58,8 @@ COMPOSITES = {
         epsilon=eps, layer_map=layer_map, canonizers=canonizers
     ),
     "epsilon": _epsilon_composite,
-}
+}.items():
+    COMPOSITES.register(_name, _build)
 
 # Leaf layers LRP handles: zennit rules, pass-through, or constants.
 _SUPPORTED = (
@@ -118,10 +121,9 @@ class LRP(AttributionMethod):
     capabilities = Capabilities(vit=False)
     unsupported_note = " (ViTs need AttnLRP, from the lxt package, which is not integrated yet)"
     defaults: ClassVar[dict] = {"composite": "epsilon_plus_flat", "epsilon": 1e-6}
+    choices: ClassVar[dict] = {"composite": tuple(COMPOSITES)}
 
     def _check(self, model: ModelAdapter) -> None:
-        if self.params["composite"] not in COMPOSITES:
-            raise ValueError(f"unknown LRP composite {self.params['composite']!r}; valid: {', '.join(COMPOSITES)}")
         leaves = {
             type(m).__name__ for m in model.module.modules() if not list(m.children()) and not isinstance(m, _SUPPORTED)
         }

@@ -20,6 +20,7 @@ from captum.attr._core.lime import get_exp_kernel_similarity_function
 from torch import Tensor
 
 from attributions.base import AttributionMethod, Capabilities, seeded
+from faithbench.errors import ParameterError
 from models.adapter import ModelAdapter
 
 SEGMENTATIONS = ("quickshift", "slic", "patches")
@@ -62,7 +63,18 @@ def segment(images: Tensor, method: str, **params: float) -> Tensor:
 
 
 class _SegmentMethod(AttributionMethod):
+    """LIME and Shapley sampling: the same Captum call over a segment mask, one seeded sample at a time."""
+
     capabilities = Capabilities(batchable=False, seeded=True)
+    choices: ClassVar[dict] = {"segmentation": SEGMENTATIONS}
+
+    def __init__(self, **params: object) -> None:
+        super().__init__(**params)
+        seg_params = self.params["segmentation_params"]
+        if seg_params is not None and not isinstance(seg_params, dict):
+            raise ParameterError(
+                f"method {self.name!r} parameter segmentation_params must be a table, got {seg_params!r}"
+            )
 
     def _segments(self, model: ModelAdapter, inputs: Tensor) -> Tensor:
         return segment(
@@ -71,24 +83,34 @@ class _SegmentMethod(AttributionMethod):
             **(self.params["segmentation_params"] or {}),
         )
 
-    @staticmethod
-    def _probability(model: ModelAdapter):
-        return lambda x: model.probabilities(model.module(x))
-
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         segments = self._segments(model, inputs)
-        explainer = self._explainer(model)
+        explainer = self._explainer(lambda x: model.probabilities(model.module(x)))
+        p = self.params
         maps = []
         for i in range(inputs.shape[0]):  # seeded per sample: a map never depends on the rest of the batch
-            with seeded(self.params["seed"], inputs.device):
-                maps.append(self._explain_one(explainer, inputs[i : i + 1], targets[i : i + 1], segments[i]))
+            seg = segments[i]
+            with seeded(p["seed"], inputs.device):
+                out = explainer.attribute(
+                    inputs[i : i + 1],
+                    baselines=p["baseline"],
+                    target=targets[i : i + 1],
+                    feature_mask=seg.view(1, 1, *seg.shape),
+                    n_samples=p["n_samples"],
+                    perturbations_per_eval=p["perturbations_per_eval"],
+                    **self._attribute_kwargs(),
+                )
+            maps.append(self._to_map(out, seg))
         return torch.stack(maps).to(inputs.dtype)
 
-    def _explainer(self, model: ModelAdapter):
+    def _explainer(self, forward):
         raise NotImplementedError
 
-    def _explain_one(self, explainer, x: Tensor, target: Tensor, seg: Tensor) -> Tensor:
-        """The (H, W) map of one input with its segment map ``seg``."""
+    def _attribute_kwargs(self) -> dict:
+        return {}
+
+    def _to_map(self, out: Tensor, seg: Tensor) -> Tensor:
+        """The (H, W) map from Captum's output for one input with segment map ``seg``."""
         raise NotImplementedError
 
 
@@ -106,32 +128,23 @@ class Lime(_SegmentMethod):
         "perturbations_per_eval": 64,
         "seed": 0,
     }
+    choices: ClassVar[dict] = {**_SegmentMethod.choices, "output": ("weights", "top_k_mask")}
 
-    def _check(self, model: ModelAdapter) -> None:
-        if self.params["output"] not in ("weights", "top_k_mask"):
-            raise ValueError(f"lime output must be 'weights' or 'top_k_mask', got {self.params['output']!r}")
-
-    def _explainer(self, model: ModelAdapter):
+    def _explainer(self, forward):
         return ca.Lime(
-            self._probability(model),
+            forward,
             interpretable_model=SkLearnRidge(alpha=1.0),
             similarity_func=get_exp_kernel_similarity_function("cosine", self.params["kernel_width"]),
         )
 
-    def _explain_one(self, explainer, x: Tensor, target: Tensor, seg: Tensor) -> Tensor:
-        p = self.params
-        weights = explainer.attribute(
-            x,
-            baselines=p["baseline"],
-            target=target,
-            feature_mask=seg.view(1, 1, *seg.shape),
-            n_samples=p["n_samples"],
-            perturbations_per_eval=p["perturbations_per_eval"],
-            return_input_shape=False,
-        )[0]
-        if p["output"] == "top_k_mask":  # TPAMI: binary mask of the top-k positive superpixels
+    def _attribute_kwargs(self) -> dict:
+        return {"return_input_shape": False}
+
+    def _to_map(self, out: Tensor, seg: Tensor) -> Tensor:
+        weights = out[0]
+        if self.params["output"] == "top_k_mask":  # TPAMI: binary mask of the top-k positive superpixels
             keep = torch.zeros_like(weights)
-            top = weights.topk(min(p["top_k"], weights.numel())).indices
+            top = weights.topk(min(self.params["top_k"], weights.numel())).indices
             keep[top] = (weights[top] > 0).to(weights.dtype)
             weights = keep
         return weights.to(seg.device)[seg]  # the surrogate's weights come back on the host
@@ -149,17 +162,8 @@ class ShapleySampling(_SegmentMethod):
         "seed": 0,
     }
 
-    def _explainer(self, model: ModelAdapter):
-        return ca.ShapleyValueSampling(self._probability(model))
+    def _explainer(self, forward):
+        return ca.ShapleyValueSampling(forward)
 
-    def _explain_one(self, explainer, x: Tensor, target: Tensor, seg: Tensor) -> Tensor:
-        p = self.params
-        attr = explainer.attribute(
-            x,
-            baselines=p["baseline"],
-            target=target,
-            feature_mask=seg.view(1, 1, *seg.shape),
-            n_samples=p["n_samples"],
-            perturbations_per_eval=p["perturbations_per_eval"],
-        )
-        return attr[0, 0]  # every channel of a segment carries the segment's value
+    def _to_map(self, out: Tensor, seg: Tensor) -> Tensor:
+        return out[0, 0]  # every channel of a segment carries the segment's value

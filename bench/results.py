@@ -16,12 +16,14 @@ files after each unit, so an interrupted run keeps everything it finished.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import platform
 import subprocess
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -31,6 +33,8 @@ import torch
 from scipy import stats
 
 from faithbench.io import atomic_write_text
+
+ROOT = Path(__file__).resolve().parent.parent  # the folder holding faithbench's packages
 
 RESULT_COLUMNS = [
     "suite",
@@ -66,14 +70,13 @@ def _version(dist: str) -> str:
 
 def git_revision() -> str:
     """The checkout's commit (``-dirty`` with uncommitted changes), or ``unknown`` outside git."""
-    root = Path(__file__).resolve().parent.parent
     try:
         rev = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True, timeout=10
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True, timeout=10
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
+            cwd=ROOT,
             capture_output=True,
             text=True,
             check=True,
@@ -82,6 +85,19 @@ def git_revision() -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return rev + ("-dirty" if dirty else "")
+
+
+@lru_cache(maxsize=1)
+def code_identity() -> str:
+    """SHA-256 of faithbench's own source (every module and suite file): two runs share it only if they
+    ran the same code, whether installed from git, a wheel or an edited checkout."""
+    h = hashlib.sha256()
+    for pkg in ("faithbench", "bench", "metrics", "models", "attributions"):
+        for path in sorted((ROOT / pkg).rglob("*")):
+            if path.suffix in (".py", ".toml") and "__pycache__" not in path.parts:
+                h.update(str(path.relative_to(ROOT)).encode())
+                h.update(path.read_bytes())
+    return h.hexdigest()
 
 
 def device_name(device: torch.device) -> str:
@@ -95,6 +111,7 @@ def provenance(device: torch.device, seed: int) -> dict[str, str]:
     return {
         "faithbench_version": _version("faithbench"),
         "git_revision": git_revision(),
+        "faithbench_code_sha256": code_identity()[:16],
         "torch_version": torch.__version__,
         "captum_version": _version("captum"),
         "zennit_version": _version("zennit"),
@@ -164,6 +181,7 @@ class RunStore:
                     "explain_time_s": rec["explain_time_s"],
                     "metric_time_s": rec["metric_time_s"],
                     **unit["provenance"],
+                    "model_weights_sha256": unit.get("weights_sha256", ""),
                     "params": json.dumps({**rec["params"], "method_params": unit["method_params"]}, sort_keys=True),
                 }
                 results.append(row)

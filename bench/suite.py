@@ -1,48 +1,50 @@
-"""Declarative suites: TOML files under ``bench/suites/`` (adding a suite is adding a file)."""
+"""Declarative suites: TOML files under ``bench/suites/`` (adding a suite is adding a file).
+
+A suite names its data set, models, methods and metrics, the sample counts, one table of settings
+per metric family (``[gridpg]``, ``[deletion]``, ``[erasure]``: each metric's typed config) and
+per-method parameters (``[method_params.NAME]``). Loading validates all of it -- every name, every
+key, every value, every method's parameters -- before any model or data is touched, and each
+problem is one line that names the file and the key.
+"""
 
 from __future__ import annotations
 
-import json
+import importlib
+import sys
 import tomllib
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from faithbench.errors import UserError
+from faithbench.config import from_table, to_dict
+from faithbench.errors import ParameterError, UserError
+from faithbench.registry import Registry
 
-IMAGE_METRICS = (
-    "gridpg",
-    "pixel_deletion",
-    "pixel_insertion",
-    "comprehensiveness",
-    "sufficiency",
-    "entropy",
-    "entropy_normalised",
-    "gini",
-)
-DATASETS = ("mnist", "imagefolder")
-_KEYS = {
-    "name",
-    "description",
-    "dataset",
-    "data_root",
-    "models",
-    "methods",
-    "metrics",
-    "seed",
-    "n_samples",
-    "batch_size",
-    "gridpg",
-    "deletion",
-    "erasure",
-    "method_params",
+SCALARS = {  # key: (type, smallest value or None)
+    "name": (str, None),
+    "description": (str, None),
+    "dataset": (str, None),
+    "data_root": (str, None),
+    "seed": (int, 0),
+    "n_samples": (int, 1),
+    "batch_size": (int, 1),
 }
+LISTS = ("models", "methods", "metrics", "plugins")
+
+SUITES: Registry[Path] = Registry("suite")
+for _path in sorted(Path(str(files("bench").joinpath("suites"))).glob("*.toml")):
+    SUITES.register(_path.stem, _path)
 
 
 @dataclass(frozen=True)
 class Suite:
-    """One benchmark configuration; every field is recorded with the results."""
+    """One validated benchmark configuration; every field is recorded with the results.
+
+    ``configs`` maps a table name to its metric config (those of the selected metrics, defaults
+    filled in, and any other table the file gives).
+    """
 
     name: str
     models: tuple[str, ...]
@@ -54,90 +56,192 @@ class Suite:
     seed: int = 0
     n_samples: int = 64
     batch_size: int = 64
-    gridpg: dict[str, Any] = field(default_factory=lambda: {"preset": "bcos-v2", "n_grids": 24})
-    deletion: dict[str, Any] = field(default_factory=lambda: {"block_size": 16})
-    erasure: dict[str, Any] = field(default_factory=lambda: {"summary": "eraser"})
-    method_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    configs: Mapping[str, Any] = field(default_factory=dict)
+    method_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    plugins: tuple[str, ...] = ()
 
-    def validate(self) -> Suite:
-        from attributions import METHODS
-        from metrics.gridpg import GRIDPG_PRESETS
-        from models import MODELS
+    @property
+    def modality(self) -> str:
+        from bench.data import DATASETS
 
-        for kind, names, valid in (
-            ("model", self.models, MODELS.names()),
-            ("method", self.methods, METHODS.names()),
-            ("metric", self.metrics, IMAGE_METRICS),
-        ):
-            unknown = [n for n in names if n not in valid]
-            if unknown:
-                raise UserError(f"unknown {kind}(s) {', '.join(unknown)}; valid {kind}s: {', '.join(valid)}")
-            if not names:
-                raise UserError(f"the suite selects no {kind}")
-        if self.dataset not in DATASETS:
-            raise UserError(f"unknown dataset {self.dataset!r}; valid datasets: {', '.join(DATASETS)}")
-        zoo = [m for m in self.models if MODELS.get(m).source == "zoo"]
-        if self.dataset != "mnist" and zoo:
+        return DATASETS.get(self.dataset).modality
+
+    def config(self, metric: str) -> Any:
+        """The typed config of ``metric`` in this suite."""
+        from metrics.registry import METRICS
+
+        spec = METRICS.get(metric)
+        return self.configs[spec.table] if spec.table else spec.config()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The suite as TOML-shaped data (tables as top-level keys); ``build_suite`` reads it back."""
+        data: dict[str, Any] = {k: getattr(self, k) for k in SCALARS if getattr(self, k) is not None}
+        data.update({k: list(getattr(self, k)) for k in LISTS})
+        data.update({table: to_dict(cfg) for table, cfg in self.configs.items()})
+        data["method_params"] = {m: dict(p) for m, p in self.method_params.items()}
+        return data
+
+    def evaluation_settings(self) -> dict[str, Any]:
+        """What the scores of a unit depend on besides its model and method (part of the resume key)."""
+        tables = {self.config_table(m) for m in self.metrics} - {None}
+        return {
+            "dataset": self.dataset,
+            "data_root": self.data_root,
+            "seed": self.seed,
+            "n_samples": self.n_samples,
+            "batch_size": self.batch_size,
+            "metrics": list(self.metrics),
+            "configs": {t: to_dict(self.configs[t]) for t in sorted(tables)},
+        }
+
+    @staticmethod
+    def config_table(metric: str) -> str | None:
+        from metrics.registry import METRICS
+
+        return METRICS.get(metric).table
+
+
+def _import_plugins(plugins: object, where: str, folder: Path | None) -> tuple[str, ...]:
+    """Import the suite's plugin modules (they register metrics, methods, models) before validation."""
+    if not isinstance(plugins, list | tuple) or not all(isinstance(p, str) for p in plugins):
+        raise UserError(f"{where} plugins must be a list of module names, got {plugins!r}")
+    if folder is not None and plugins and str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))  # a plugin module next to the suite file
+    for module in plugins:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module.split(".")[0] and exc.name != module:
+                raise
             raise UserError(
-                f"the zoo models {', '.join(zoo)} classify 28 px MNIST digits; with dataset "
-                f"{self.dataset!r} choose pretrained models, e.g. --models resnet18,bcos_resnet18"
-            )
-        if self.dataset == "mnist" and len(zoo) < len(self.models):
-            other = [m for m in self.models if m not in zoo]
-            raise UserError(f"models {', '.join(other)} need real data: pass --data-root (an ImageNet-style folder)")
-        if self.gridpg.get("preset", "bcos-v2") not in GRIDPG_PRESETS:
-            raise UserError(f"unknown GridPG preset {self.gridpg['preset']!r}; valid: {', '.join(GRIDPG_PRESETS)}")
-        for key in ("seed", "n_samples", "batch_size"):
-            value = getattr(self, key)
-            least = 0 if key == "seed" else 1
-            if not isinstance(value, int) or value < least:
-                raise UserError(f"{key} must be an integer >= {least}, got {value!r}")
-        return self
+                f"{where} plugin module {module!r} was not found (looked beside the suite file and on the import path)"
+            ) from None
+    return tuple(plugins)
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+
+def _scalar(data: Mapping[str, Any], key: str, where: str) -> Any:
+    kind, least = SCALARS[key]
+    value = data[key]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise UserError(f"{where} {key} must be a {kind.__name__}, got {value!r}")
+    if least is not None and value < least:
+        raise UserError(f"{where} {key} must be >= {least}, got {value!r}")
+    return value
+
+
+def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | None = None) -> Suite:
+    """Validate TOML-shaped suite data and build the :class:`Suite` (see the module docstring)."""
+    from attributions import METHODS, get_method
+    from bench.data import DATASETS, check_image_folder
+    from metrics.registry import METRICS
+    from models import MODELS
+
+    where = f"{source}:"
+    plugins = _import_plugins(data.get("plugins", []), where, folder)
+    specs = [METRICS.get(m) for m in METRICS]
+    tables = {s.table: s.config for s in specs if s.table}
+    unknown = sorted(set(data) - set(SCALARS) - set(LISTS) - set(tables) - {"method_params"})
+    if unknown:
+        raise UserError(
+            f"{where} unknown key(s) {', '.join(unknown)}; valid keys: {', '.join([*SCALARS, *LISTS])}; "
+            f"tables: {', '.join([*tables, 'method_params'])}"
+        )
+    for key in ("name", "models", "methods", "metrics"):
+        if key not in data:
+            raise UserError(f"{where} missing key {key!r}")
+    values = {k: _scalar(data, k, where) for k in SCALARS if k in data}
+    models = MODELS.check(data["models"], f"{where} models")
+    methods = METHODS.check(data["methods"], f"{where} methods")
+    metrics = METRICS.check(data["metrics"], f"{where} metrics")
+    for kind, names in (("model", models), ("method", methods), ("metric", metrics)):
+        if not names:
+            raise UserError(f"{where} the suite selects no {kind}")
+    dataset = DATASETS.get(values.get("dataset", Suite.dataset))
+
+    blocked = [(m, METRICS.get(m).availability(dataset.modality)) for m in metrics]
+    blocked = [(m, why) for m, why in blocked if why]
+    if blocked:
+        usable = [m for m in METRICS if not METRICS.get(m).availability(dataset.modality)]
+        reasons = "; ".join(f"metric {m!r} is {why}" for m, why in blocked)
+        raise UserError(
+            f"{where} {reasons} (dataset {dataset.name!r} is {dataset.modality}); metrics for {dataset.modality} "
+            f"suites: {', '.join(usable)}"
+        )
+
+    configs = {t: from_table(cls, data[t], f"{where} [{t}]") for t, cls in tables.items() if t in data}
+    for m in metrics:
+        table = METRICS.get(m).table
+        if table and table not in configs:
+            configs[table] = tables[table]()
+
+    method_params = data.get("method_params", {})
+    if not isinstance(method_params, Mapping):
+        raise UserError(f"{where} method_params must be tables [method_params.NAME], got {method_params!r}")
+    METHODS.check(list(method_params), f"{where} method_params")
+    for name in dict.fromkeys([*methods, *method_params]):
+        params = method_params.get(name, {})
+        if not isinstance(params, Mapping):
+            raise UserError(f"{where} [method_params.{name}] must be a table, got {params!r}")
+        try:
+            get_method(name, **params)
+        except ParameterError as exc:
+            raise UserError(f"{where} [method_params.{name}]: {exc}") from None
+
+    zoo = [m for m in models if MODELS.get(m).source == "zoo"]
+    if zoo and not dataset.zoo:
+        raise UserError(
+            f"{where} the zoo models {', '.join(zoo)} classify 28 px MNIST digits; with dataset "
+            f"{dataset.name!r} choose pretrained models, e.g. --models resnet18,bcos_resnet18"
+        )
+    if dataset.zoo and len(zoo) < len(models):
+        other = [m for m in models if m not in zoo]
+        raise UserError(
+            f"{where} models {', '.join(other)} need real data: pass --data-root (an ImageNet-style folder)"
+        )
+    if dataset.needs_root:
+        check_image_folder(values.get("data_root"))
+
+    return Suite(
+        models=models,
+        methods=methods,
+        metrics=metrics,
+        configs=configs,
+        method_params={k: dict(v) for k, v in method_params.items()},
+        plugins=plugins,
+        **values,
+    )
 
 
 def available_suites() -> list[str]:
-    return sorted(
-        p.name.removesuffix(".toml") for p in files("bench").joinpath("suites").iterdir() if p.name.endswith(".toml")
-    )
+    return SUITES.names()
 
 
 def load_suite(name_or_path: str) -> Suite:
     """A suite by name (``bench/suites/NAME.toml``) or from a TOML file path."""
     path = Path(name_or_path)
-    if path.suffix == ".toml":
-        if not path.exists():
+    if path.suffix == ".toml" or path.exists():
+        if not path.is_file():
             raise UserError(f"suite file {path} does not exist")
-        text = path.read_text()
-    elif name_or_path in available_suites():
-        text = files("bench").joinpath("suites", f"{name_or_path}.toml").read_text()
+    elif name_or_path in SUITES:
+        path = SUITES.get(name_or_path)
     else:
         raise UserError(
-            f"unknown suite {name_or_path!r}; valid suites: {', '.join(available_suites())} (or a path to a .toml file)"
+            f"unknown suite {name_or_path!r}; valid suites: {', '.join(SUITES.names())} (or a path to a .toml file)"
         )
-    data = tomllib.loads(text)
-    unknown = sorted(set(data) - _KEYS)
-    if unknown:
-        raise UserError(
-            f"suite {name_or_path!r} has unknown keys {', '.join(unknown)}; valid: {', '.join(sorted(_KEYS))}"
-        )
-    for key in ("models", "methods", "metrics"):
-        data[key] = tuple(data.get(key, ()))
-    return Suite(**data).validate()
+    try:
+        data = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"suite file {path} is not valid TOML: {exc}") from None
+    return build_suite(data, str(path), path.resolve().parent)
 
 
-def with_overrides(suite: Suite, **overrides: Any) -> Suite:
-    """The suite with command-line overrides (None = keep); nested tables are merged."""
-    changes: dict[str, Any] = {}
+def with_overrides(suite: Suite, tables: Mapping[str, Mapping[str, Any]] | None = None, **overrides: Any) -> Suite:
+    """The suite with command-line overrides (None = keep), validated again; table keys are merged."""
+    data = suite.to_dict()
     for key, value in overrides.items():
-        if value is None:
-            continue
-        if key in ("gridpg", "deletion", "erasure"):
-            changes[key] = {**getattr(suite, key), **value}
-        elif key in ("models", "methods", "metrics"):
-            changes[key] = tuple(value)
-        else:
-            changes[key] = value
-    return replace(suite, **changes).validate()
+        if value is not None:
+            data[key] = list(value) if key in LISTS else value
+    for table, values in (tables or {}).items():
+        if values:
+            data[table] = {**data.get(table, {}), **values}
+    return replace(build_suite(data, f"suite {suite.name!r}"), description=suite.description)

@@ -19,3 +19,7 @@ class UnknownNameError(UserError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the whole message
         return str(self.args[0]) if self.args else ""
+
+
+class ParameterError(UserError, TypeError):
+    """An unknown or ill-typed parameter of a method or a config table."""

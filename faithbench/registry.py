@@ -30,6 +30,8 @@ class Registry(Generic[T]):
         except (KeyError, TypeError):
             raise UnknownNameError(f"unknown {self.kind} {name!r}; valid {self.plural}: {self._valid()}") from None
 
+    __getitem__ = get
+
     def check(self, names: object, what: str | None = None) -> tuple[str, ...]:
         """Validate a list of names at once: a list of strings, every one registered."""
         if isinstance(names, str) or not isinstance(names, list | tuple):
@@ -44,10 +46,12 @@ class Registry(Generic[T]):
         return ", ".join(self.names()) or "(none registered)"
 
     def names(self) -> list[str]:
+        """The registered names, sorted (as error messages list them)."""
         return sorted(self._entries)
 
     def items(self) -> list[tuple[str, T]]:
-        return [(n, self._entries[n]) for n in self.names()]
+        """(name, entry) pairs in registration order."""
+        return list(self._entries.items())
 
     def __contains__(self, name: object) -> bool:
         try:
@@ -56,7 +60,8 @@ class Registry(Generic[T]):
             return False
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.names())
+        """Names in registration order (the order of leaderboards and listings)."""
+        return iter(list(self._entries))
 
     def __len__(self) -> int:
         return len(self._entries)

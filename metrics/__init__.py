@@ -1,43 +1,44 @@
 """Batched, device-agnostic explanation metrics returning per-sample scores.
 
-Every function documents its formula; see ``shared/protocols.md`` for the specification.
+Every function documents its formula; see ``shared/protocols.md`` for the specification. Each
+metric module also defines the metric's typed config and evaluation hook (:mod:`metrics.spec`),
+registered in :mod:`metrics.registry`.
 """
 
+from attributions.windows import explain_grids, sliding_window_maps
 from metrics.complexity import explanation_entropy, gini_index
 from metrics.deletion import ALOE_FRACTIONS, block_scores, pixel_deletion, pixel_insertion
 from metrics.erasure import ERASURE_SUMMARIES, comprehensiveness_sufficiency
-from metrics.gridpg import (
-    GRIDPG_PRESETS,
-    GridPGPreset,
-    GridSelection,
-    cell_masses,
-    get_preset,
-    grid_pointing_game,
-    gridpg_maps,
-    make_grids,
-    select_by_confidence,
-    select_grids,
-    select_random_partners,
-    sliding_window_maps,
-    smooth_maps,
-)
-from metrics.seqpg import SequenceSet, build_sequences, sequence_pointing_game, truncate_segments
+from metrics.gridpg import cell_masses, grid_pointing_game, gridpg_maps, smooth_maps
+from metrics.gridpg_presets import GRIDPG_PRESETS, GridPGPreset, get_preset
+from metrics.grids import GridSelection, make_grids, select_by_confidence, select_grids, select_random_partners
+from metrics.registry import METRICS, register_metric
+from metrics.seqpg import sequence_pointing_game
+from metrics.sequences import SequenceSet, build_sequences, truncate_segments
+from metrics.spec import Example, MetricResult, MetricSpec, NoConfig, Unit
 from metrics.types import CurveScores, ErasureScores, Scores
 
 __all__ = [
     "ALOE_FRACTIONS",
     "ERASURE_SUMMARIES",
     "GRIDPG_PRESETS",
+    "METRICS",
     "CurveScores",
     "ErasureScores",
+    "Example",
     "GridPGPreset",
     "GridSelection",
+    "MetricResult",
+    "MetricSpec",
+    "NoConfig",
     "Scores",
     "SequenceSet",
+    "Unit",
     "block_scores",
     "build_sequences",
     "cell_masses",
     "comprehensiveness_sufficiency",
+    "explain_grids",
     "explanation_entropy",
     "get_preset",
     "gini_index",
@@ -46,6 +47,7 @@ __all__ = [
     "make_grids",
     "pixel_deletion",
     "pixel_insertion",
+    "register_metric",
     "select_by_confidence",
     "select_grids",
     "select_random_partners",

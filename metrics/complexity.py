@@ -8,11 +8,14 @@ positive rescaling and to the sign of the map. An all-zero map is undefined: NaN
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from functools import partial
 
 import torch
 from torch import Tensor
 
 from metrics._checks import check_finite, check_tensor
+from metrics.spec import MetricResult, MetricSpec, NoConfig, Unit
 from metrics.types import Scores
 
 
@@ -64,3 +67,40 @@ def gini_index(attributions: Tensor) -> Scores:
     g = (sorted_a * weights).sum(dim=1) / (n * torch.where(undefined, 1, total))
     g = torch.where(undefined, torch.full_like(g, float("nan")), g)
     return Scores(values=g.to(attributions.dtype), undefined=undefined)
+
+
+# --------------------------------------------------------------------------- the suite's metrics
+
+
+def _map_metric(score: Callable[[Tensor], Scores]) -> Callable[[Unit, NoConfig], MetricResult]:
+    def evaluate(unit: Unit, cfg: NoConfig) -> MetricResult:
+        _, _, ids = unit.samples()
+        if len(ids) == 0:
+            return MetricResult.empty({"features": "pixels"}, "samples")
+        res = score(unit.sample_maps())
+        return MetricResult(res.values, res.undefined, ids, {"features": "pixels"}, "samples")
+
+    return evaluate
+
+
+ENTROPY = MetricSpec(
+    "entropy",
+    "Shannon entropy of |a| / sum |a|",
+    False,
+    ("image", "text"),
+    1,
+    "nats",
+    _map_metric(explanation_entropy),
+)
+ENTROPY_NORMALISED = MetricSpec(
+    "entropy_normalised",
+    "entropy divided by ln(number of features), in [0, 1]",
+    False,
+    ("image", "text"),
+    1,
+    "",
+    _map_metric(partial(explanation_entropy, normalise=True)),
+)
+GINI = MetricSpec(
+    "gini", "Gini index of |a| (sparseness), in [0, 1)", True, ("image", "text"), 1, "", _map_metric(gini_index)
+)

@@ -18,12 +18,15 @@ lower is better for deletion, higher for insertion. ALOE's fractions are the def
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from faithbench.config import to_dict
 from metrics._checks import (
     check_choice,
     check_finite,
@@ -33,6 +36,7 @@ from metrics._checks import (
     check_tensor,
 )
 from metrics._perturb import ACTIVATIONS, ForwardFn, feature_ranks, probabilities_after_removal
+from metrics.spec import MetricResult, MetricSpec, Unit
 from metrics.types import CurveScores
 
 ALOE_FRACTIONS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6, 0.8)
@@ -175,3 +179,71 @@ def _block_curve(
         curve=curve,
         fractions=xs,
     )
+
+
+# --------------------------------------------------------------------------- the suite's metrics
+
+
+@dataclass(frozen=True)
+class DeletionConfig:
+    """``[deletion]``, shared by ``pixel_deletion`` and ``pixel_insertion``."""
+
+    block_size: int = 16
+    fractions: tuple[float, ...] = ALOE_FRACTIONS
+    baseline: float = 0.0  # value of removed pixels, in model-input space
+
+    cli: ClassVar[dict[str, str]] = {}
+
+    def __post_init__(self) -> None:
+        check_positive_int(self.block_size, "block_size")
+        if len(check_fractions(self.fractions, allow_zero=True)) < 2:
+            raise ValueError("fractions: the curve's area needs at least two fractions")
+
+
+def _curve_metric(curve_fn: Callable[..., CurveScores]) -> Callable[[Unit, DeletionConfig], MetricResult]:
+    def evaluate(unit: Unit, cfg: DeletionConfig) -> MetricResult:
+        x, t, ids = unit.samples()
+        if len(ids) == 0:
+            return MetricResult.empty(to_dict(cfg), "samples")
+        res = curve_fn(
+            unit.model.module,
+            x,
+            unit.sample_maps(),
+            t,
+            block_size=cfg.block_size,
+            fractions=cfg.fractions,
+            baseline=cfg.baseline,
+            activation=unit.model.activation,
+            chunk_size=4 * unit.batch_size,
+        )
+        return MetricResult(res.values, res.undefined, ids, to_dict(cfg), "samples", res.curve, res.fractions)
+
+    return evaluate
+
+
+DELETION = MetricSpec(
+    name="pixel_deletion",
+    description="class probability as top-ranked blocks are removed; normalised area",
+    higher_is_better=False,
+    modalities=("image",),
+    scale=1,
+    unit="AUC",
+    evaluate=_curve_metric(pixel_deletion),
+    config=DeletionConfig,
+    table="deletion",
+    plot="curve",
+    curve_label="fraction of blocks removed",
+)
+INSERTION = MetricSpec(
+    name="pixel_insertion",
+    description="class probability as top-ranked blocks are revealed; normalised area",
+    higher_is_better=True,
+    modalities=("image",),
+    scale=1,
+    unit="AUC",
+    evaluate=_curve_metric(pixel_insertion),
+    config=DeletionConfig,
+    table="deletion",
+    plot="curve",
+    curve_label="fraction of blocks revealed",
+)

@@ -20,14 +20,18 @@ Scores are probabilities differences in [-1, 1]; papers report them x100.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import Tensor
 
+from faithbench.config import to_dict
+from faithbench.registry import Registry
 from metrics._checks import check_choice, check_finite, check_fractions, check_targets, check_tensor
 from metrics._perturb import ACTIVATIONS, ForwardFn, feature_ranks, probabilities_after_removal
+from metrics.spec import MetricResult, MetricSpec, Unit
 from metrics.types import CurveScores, ErasureScores
 
 
@@ -42,25 +46,26 @@ class ErasureSummary:
     description: str
 
 
-ERASURE_SUMMARIES: dict[str, ErasureSummary] = {
-    s.name: s
-    for s in (
-        ErasureSummary(
-            "eraser",
-            (0.01, 0.05, 0.1, 0.2, 0.5),
-            "mean",
-            False,
-            "ERASER AOPC: mean over k in {1, 5, 10, 20, 50} % of the features",
-        ),
-        ErasureSummary(
-            "bcos-lm",
-            (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
-            "trapezoid",
-            True,
-            "B-cos LM code: trapezoid area over r = 0.1..0.9 (unnormalised); sufficiency masks [CLS]/[SEP] too",
-        ),
-    )
-}
+ERASURE_SUMMARIES: Registry[ErasureSummary] = Registry(
+    "comprehensiveness/sufficiency summary", "comprehensiveness/sufficiency summaries"
+)
+for _summary in (
+    ErasureSummary(
+        "eraser",
+        (0.01, 0.05, 0.1, 0.2, 0.5),
+        "mean",
+        False,
+        "ERASER AOPC: mean over k in {1, 5, 10, 20, 50} % of the features",
+    ),
+    ErasureSummary(
+        "bcos-lm",
+        (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
+        "trapezoid",
+        True,
+        "B-cos LM code: trapezoid area over r = 0.1..0.9 (unnormalised); sufficiency masks [CLS]/[SEP] too",
+    ),
+):
+    ERASURE_SUMMARIES.register(_summary.name, _summary)
 
 
 def comprehensiveness_sufficiency(
@@ -104,9 +109,8 @@ def comprehensiveness_sufficiency(
     check_tensor(inputs, "inputs")
     check_tensor(attributions, "attributions", floating=True)
     check_finite(attributions, "attributions")
-    check_choice(summary, "summary", tuple(ERASURE_SUMMARIES))
+    conv = ERASURE_SUMMARIES.get(summary)
     check_choice(activation, "activation", ACTIVATIONS)
-    conv = ERASURE_SUMMARIES[summary]
     b = inputs.shape[0]
     feat_shape = attributions.shape[1:]
     if attributions.shape[0] != b or inputs.shape[inputs.dim() - len(feat_shape) :] != feat_shape:
@@ -198,3 +202,69 @@ def comprehensiveness_sufficiency(
         sufficiency=summarise(suff_curve),
         original_probability=p0.squeeze(1),
     )
+
+
+# --------------------------------------------------------------------------- the suite's metrics
+
+
+@dataclass(frozen=True)
+class ErasureConfig:
+    """``[erasure]``, shared by ``comprehensiveness`` and ``sufficiency`` (computed once for both)."""
+
+    summary: str = "eraser"
+    baseline: float = 0.0  # value of removed pixels, in model-input space
+
+    cli: ClassVar[dict[str, str]] = {}
+
+    def __post_init__(self) -> None:
+        ERASURE_SUMMARIES.get(self.summary)
+
+
+def _part(name: str) -> Callable[[Unit, ErasureConfig], MetricResult]:
+    def evaluate(unit: Unit, cfg: ErasureConfig) -> MetricResult:
+        x, t, ids = unit.samples()
+        if len(ids) == 0:
+            return MetricResult.empty(to_dict(cfg), "samples")
+        both = unit.memo(
+            ("erasure", cfg),
+            lambda: comprehensiveness_sufficiency(
+                unit.model.module,
+                x,
+                unit.sample_maps(),
+                t,
+                summary=cfg.summary,
+                baseline=cfg.baseline,
+                activation=unit.model.activation,
+                chunk_size=4 * unit.batch_size,
+            ),
+        )
+        part: CurveScores = getattr(both, name)
+        return MetricResult(part.values, part.undefined, ids, to_dict(cfg), "samples", part.curve, part.fractions)
+
+    return evaluate
+
+
+COMPREHENSIVENESS = MetricSpec(
+    name="comprehensiveness",
+    description="p(x) - p(x without its top-k features), summarised over k",
+    higher_is_better=True,
+    modalities=("image", "text"),
+    scale=100,
+    unit="%",
+    evaluate=_part("comprehensiveness"),
+    config=ErasureConfig,
+    table="erasure",
+    conventions=ERASURE_SUMMARIES,
+)
+SUFFICIENCY = MetricSpec(
+    name="sufficiency",
+    description="p(x) - p(top-k features only), summarised over k",
+    higher_is_better=False,
+    modalities=("image", "text"),
+    scale=100,
+    unit="%",
+    evaluate=_part("sufficiency"),
+    config=ErasureConfig,
+    table="erasure",
+    conventions=ERASURE_SUMMARIES,
+)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import torch
 from bcos.common import explanation_mode
 from torch import Tensor, nn
 
+from faithbench.activations import to_probabilities
 from models.encoding import InputEncoding
 
 FAMILIES = ("standard", "bcos", "bcosified", "aloe")
@@ -65,7 +68,16 @@ class ModelAdapter:
         return self.module(inputs)
 
     def probabilities(self, logits: Tensor) -> Tensor:
-        return logits.sigmoid() if self.activation == "sigmoid" else logits.softmax(dim=-1)
+        return to_probabilities(logits, self.activation)
+
+    def predict_logits(self, images: Tensor, batch_size: int = 500, device: torch.device | None = None) -> Tensor:
+        """Logits of images in [0, 1], encoded and classified in batches on ``device``; returned on the host."""
+        return predict_logits(self.module, self.encode, images, batch_size, device)
+
+    @cached_property
+    def weights_sha256(self) -> str:
+        """SHA-256 of the weights and buffers: the identity of the checkpoint (part of the resume key)."""
+        return state_sha256(self.module.state_dict())
 
     def explain_native(self, inputs: Tensor, targets: Tensor) -> Tensor:
         """W(x)x contributions (B, C, H, W) of input dimension d to logit ``targets[b]``.
@@ -79,6 +91,30 @@ class ModelAdapter:
                 "or a B-cos / B-cosified / ALOE model"
             )
         return input_x_gradient(self.module, inputs, targets, explanation=True)
+
+
+@torch.no_grad()
+def predict_logits(
+    module: nn.Module,
+    encode: Callable[[Tensor], Tensor],
+    images: Tensor,
+    batch_size: int = 500,
+    device: torch.device | None = None,
+) -> Tensor:
+    """Logits of ``images`` in batches (each batch moved to ``device`` if given), returned on the host."""
+    module.eval()
+    return torch.cat(
+        [module(encode(images[s : s + batch_size].to(device))).cpu() for s in range(0, len(images), batch_size)]
+    )
+
+
+def state_sha256(state: dict[str, Tensor]) -> str:
+    """SHA-256 over the sorted names and raw bytes of a state dict."""
+    h = hashlib.sha256()
+    for key in sorted(state):
+        h.update(key.encode())
+        h.update(state[key].detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
 
 
 def input_x_gradient(module: nn.Module, inputs: Tensor, targets: Tensor, *, explanation: bool) -> Tensor:

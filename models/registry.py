@@ -33,7 +33,7 @@ def _offline_error(what: str, exc: Exception) -> UserError:
 
 def _zoo(name: str) -> Callable[..., ModelAdapter]:
     def build(device: str | torch.device = "cpu") -> ModelAdapter:
-        recipe = zoo.RECIPES[name]
+        recipe = zoo.RECIPES.get(name)
         module, info = zoo.build(name)
         return ModelAdapter(
             name=name,

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from models.adapter import predict_logits
 from models.data import Split
 
 Encode = Callable[[Tensor], Tensor]
@@ -73,17 +74,6 @@ def random_shift(images: Tensor, max_shift: int, gen: torch.Generator) -> Tensor
     out = padded.gather(2, rows)
     cols = (dx.view(n, 1) + torch.arange(w)).view(n, 1, 1, w).expand(n, images.shape[1], h, w)
     return out.gather(3, cols)
-
-
-@torch.no_grad()
-def predict_logits(
-    module: nn.Module, encode: Encode, images: Tensor, batch_size: int = 500, device: torch.device | None = None
-) -> Tensor:
-    """Logits of ``images`` in batches (each batch moved to ``device`` if given), returned on the host."""
-    module.eval()
-    return torch.cat(
-        [module(encode(images[s : s + batch_size].to(device))).cpu() for s in range(0, len(images), batch_size)]
-    )
 
 
 def accuracy(module: nn.Module, encode: Encode, data: Split) -> float:

@@ -22,6 +22,8 @@ from bcos.modules import LogitLayer
 from torch import nn
 
 from faithbench.io import atomic_torch_save
+from faithbench.registry import Registry
+from models.adapter import state_sha256
 from models.aloe import AlignmentConfig, align
 from models.architectures import ConvDigitNet, bcos_digit_cnn, ccexam_mnist_cnn, digit_vit
 from models.bcosify import bcosify
@@ -152,81 +154,80 @@ def _no_training(model: nn.Module, deps: dict, p: dict) -> dict:
     return {}
 
 
-RECIPES: dict[str, Recipe] = {
-    r.name: r
-    for r in (
-        Recipe(
-            "cnn_mnist",
-            "standard",
-            "pretrained MNIST CNN shipped in ccexam 1.0.0 (FC head as convolutions, same function)",
-            STANDARD,
-            ccexam_mnist_cnn,
-            _no_training,
-            params={"weights": "ccexam==1.0.0 weights/mnist.pth"},
-            conv_layer="features",
-        ),
-        Recipe(
-            "bcos_cnn_mnist",
-            "bcos",
-            "B-cos CNN (B = 2, official bcos layers) trained from scratch, BCE",
-            BCOS,
-            bcos_digit_cnn,
-            _bcos_cnn_train,
-            params={"epochs": 4, "lr": 1e-3, "seed": 0},
-            activation="sigmoid",
-            logit_bias=-math.log(9),
-            conv_layer="9",
-        ),
-        Recipe(
-            "bcosified_cnn_mnist",
-            "bcosified",
-            "cnn_mnist B-cosified (B = 2, no biases, avg-pool) and fine-tuned 3 epochs with BCE",
-            BCOS,
-            _bcosify_cnn,
-            _bcosified_cnn_train,
-            params={"epochs": 3, "lr": 1e-3, "seed": 0},
-            depends=("cnn_mnist",),
-            activation="sigmoid",
-            logit_bias=-math.log(9),
-            conv_layer="1.features",
-        ),
-        Recipe(
-            "vit_mnist",
-            "standard",
-            "ViT (6 blocks, dim 64, 7 px patches) trained from scratch; ALOE teacher",
-            STANDARD,
-            digit_vit,
-            _vit_train,
-            params={"epochs": 25, "lr": 2e-3, "seed": 0, "shift": 2},
-            is_vit=True,
-        ),
-        Recipe(
-            "aloe_vit_mnist",
-            "aloe",
-            "B-cosified copy of vit_mnist aligned label-free to it (ALOE), then a B-cos linear probe",
-            BCOS,
-            _aloe_architecture,
-            _aloe_train,
-            params={
-                "alignment": {"max_epochs": 20, "lr": 1e-3, "seed": 0},
-                "probe_epochs": 5,
-                "probe_lr": 1e-2,
-                "seed": 0,
-            },
-            depends=("vit_mnist",),
-            is_vit=True,
-            activation="sigmoid",
-            logit_bias=-math.log(9),
-        ),
-    )
-}
+RECIPES: Registry[Recipe] = Registry("zoo model")
+for _recipe in (
+    Recipe(
+        "cnn_mnist",
+        "standard",
+        "pretrained MNIST CNN shipped in ccexam 1.0.0 (FC head as convolutions, same function)",
+        STANDARD,
+        ccexam_mnist_cnn,
+        _no_training,
+        params={"weights": "ccexam==1.0.0 weights/mnist.pth"},
+        conv_layer="features",
+    ),
+    Recipe(
+        "bcos_cnn_mnist",
+        "bcos",
+        "B-cos CNN (B = 2, official bcos layers) trained from scratch, BCE",
+        BCOS,
+        bcos_digit_cnn,
+        _bcos_cnn_train,
+        params={"epochs": 4, "lr": 1e-3, "seed": 0},
+        activation="sigmoid",
+        logit_bias=-math.log(9),
+        conv_layer="9",
+    ),
+    Recipe(
+        "bcosified_cnn_mnist",
+        "bcosified",
+        "cnn_mnist B-cosified (B = 2, no biases, avg-pool) and fine-tuned 3 epochs with BCE",
+        BCOS,
+        _bcosify_cnn,
+        _bcosified_cnn_train,
+        params={"epochs": 3, "lr": 1e-3, "seed": 0},
+        depends=("cnn_mnist",),
+        activation="sigmoid",
+        logit_bias=-math.log(9),
+        conv_layer="1.features",
+    ),
+    Recipe(
+        "vit_mnist",
+        "standard",
+        "ViT (6 blocks, dim 64, 7 px patches) trained from scratch; ALOE teacher",
+        STANDARD,
+        digit_vit,
+        _vit_train,
+        params={"epochs": 25, "lr": 2e-3, "seed": 0, "shift": 2},
+        is_vit=True,
+    ),
+    Recipe(
+        "aloe_vit_mnist",
+        "aloe",
+        "B-cosified copy of vit_mnist aligned label-free to it (ALOE), then a B-cos linear probe",
+        BCOS,
+        _aloe_architecture,
+        _aloe_train,
+        params={
+            "alignment": {"max_epochs": 20, "lr": 1e-3, "seed": 0},
+            "probe_epochs": 5,
+            "probe_lr": 1e-2,
+            "seed": 0,
+        },
+        depends=("vit_mnist",),
+        is_vit=True,
+        activation="sigmoid",
+        logit_bias=-math.log(9),
+    ),
+):
+    RECIPES.register(_recipe.name, _recipe)
 
 
 # --------------------------------------------------------------------------- hashing and caching
 
 
 def recipe_hash(name: str) -> str:
-    r = RECIPES[name]
+    r = RECIPES.get(name)
     payload = {
         "name": name,
         "zoo": ZOO_VERSION,
@@ -236,14 +237,6 @@ def recipe_hash(name: str) -> str:
         "torch": torch.__version__.split("+")[0],
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
-
-
-def state_sha256(state: dict[str, torch.Tensor]) -> str:
-    h = hashlib.sha256()
-    for key in sorted(state):
-        h.update(key.encode())
-        h.update(state[key].detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()
 
 
 def checkpoint_path(name: str) -> Path:
@@ -287,9 +280,7 @@ def _save_checkpoint(name: str, model: nn.Module, info: dict) -> None:
 
 def build(name: str) -> tuple[nn.Module, dict]:
     """The trained module and its info for recipe ``name``, from cache or built now (CPU)."""
-    if name not in RECIPES:
-        raise KeyError(f"unknown zoo model {name!r}; valid zoo models: {', '.join(RECIPES)}")
-    r = RECIPES[name]
+    r = RECIPES.get(name)
     torch.manual_seed(0)
     model = r.architecture()
     info = _load_checkpoint(name, model)

@@ -1,0 +1,75 @@
+"""One unit: a (model, method) pair, every metric of the suite, per-sample records for the result files.
+
+The runner calls :func:`evaluate_unit`; it loops over the suite's metric specs and calls each
+spec's hook with the same signature (:mod:`metrics.spec`). No metric is named here.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from bench.suite import Suite
+from metrics.registry import METRICS
+from metrics.spec import MetricResult, MetricSpec, Unit
+
+
+def to_record(spec: MetricSpec, result: MetricResult, explain_s: float, metric_s: float) -> dict[str, Any]:
+    """A metric's results as plain data in the reported scale (JSON-able, host-side)."""
+    curve, fractions = result.curve, result.fractions
+    return {
+        "values": (result.values.double() * spec.scale).cpu().tolist(),
+        "undefined": result.undefined.cpu().tolist(),
+        "sample_ids": result.sample_ids.cpu().tolist(),
+        "unit": spec.unit,
+        "higher_is_better": spec.higher_is_better,
+        "params": result.params,
+        "explain_time_s": explain_s,
+        "metric_time_s": metric_s,
+        "curve": None if curve is None else curve.double().cpu().tolist(),
+        "fractions": None if fractions is None else fractions.double().cpu().tolist(),
+    }
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def evaluate_unit(unit: Unit, suite: Suite) -> dict[str, dict[str, Any]]:
+    """This shard's per-sample records of every metric of the suite.
+
+    A metric's time excludes the explanations it triggered (shared, reported as explain time).
+    """
+    records = {}
+    for name in suite.metrics:
+        spec = METRICS.get(name)
+        explained_before = sum(unit.explain_time.values())
+        start = time.perf_counter()
+        result = spec.evaluate(unit, suite.config(name))
+        _sync(unit.device)
+        spent = time.perf_counter() - start - (sum(unit.explain_time.values()) - explained_before)
+        records[name] = to_record(spec, result, unit.explain_time.get(result.explained, 0.0), max(spent, 0.0))
+    return records
+
+
+def merge_shards(parts: list[dict[str, dict]]) -> dict[str, dict]:
+    """Concatenate the shards' records of each metric, ordered by sample id."""
+    merged: dict[str, dict] = {}
+    for metric in parts[0]:
+        recs = [p[metric] for p in parts]
+        ids = [sid for r in recs for sid in r["sample_ids"]]
+        order = sorted(range(len(ids)), key=ids.__getitem__)
+        out = dict(recs[0])
+        for key in ("values", "undefined", "sample_ids", "curve"):
+            if any(r[key] is not None for r in recs):
+                flat = [v for r in recs for v in (r[key] or [])]
+                out[key] = [flat[i] for i in order]
+        if out["fractions"] is None:
+            out["fractions"] = next((r["fractions"] for r in recs if r["fractions"] is not None), None)
+        out["explain_time_s"] = max(r["explain_time_s"] for r in recs)
+        out["metric_time_s"] = max(r["metric_time_s"] for r in recs)
+        merged[metric] = out
+    return merged

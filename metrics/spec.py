@@ -1,0 +1,183 @@
+"""The contract between the metrics and the runner: one :class:`MetricSpec` per metric.
+
+A metric module defines its pure function(s), a typed config (a frozen dataclass: its parameters
+and their defaults, once) and an evaluation hook ``evaluate(unit, config) -> MetricResult``. The
+runner calls that hook, with the same signature, for every metric of a suite; it knows no metric
+by name. A :class:`Unit` is what one (model, method) pair offers the hooks: the model, the
+attribution method, the evaluation images, this process's shard, and memo caches so that metrics
+sharing work (explanations of the same samples, one comp/suff computation for two metrics, a
+model's GridPG grids for all its methods) compute it once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+if TYPE_CHECKING:  # type hints only: the metrics layer does not import the adapters at run time
+    from attributions.base import AttributionMethod
+    from faithbench.registry import Registry
+    from models.adapter import ModelAdapter
+
+
+@dataclass(frozen=True)
+class NoConfig:
+    """Config of a metric without parameters."""
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    """Per-sample raw scores of one metric on this process's shard.
+
+    ``sample_ids`` identify the samples across runs (image ids, or grid * cells + cell for GridPG);
+    ``params`` are recorded with every result row; ``explained`` names the explanation whose time
+    is reported (a key of :attr:`Unit.explain_time`).
+    """
+
+    values: Tensor
+    undefined: Tensor
+    sample_ids: Tensor
+    params: dict[str, Any]
+    explained: str
+    curve: Tensor | None = None
+    fractions: Tensor | None = None
+
+    @classmethod
+    def empty(cls, params: dict[str, Any], explained: str) -> MetricResult:
+        """No sample on this shard (more processes than samples, or zero GridPG grids)."""
+        none = torch.empty(0)
+        return cls(none, none.bool(), none.long(), params, explained)
+
+
+@dataclass(frozen=True)
+class Example:
+    """One explanation shown in the report's panel: a (c, H, W) image in [0, 1] and its (H, W) map."""
+
+    image: Tensor
+    attribution: Tensor
+    label: int
+    caption: str
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """How to configure, compute, read and report one metric.
+
+    Attributes:
+        table: the suite's TOML table that holds ``config`` (metrics may share one: deletion and
+            insertion share ``[deletion]``); ``None`` for metrics without parameters.
+        config: the typed config class; ``NoConfig`` for none.
+        evaluate: the hook ``evaluate(unit, config) -> MetricResult``; ``None`` while no suite of the
+            metric's modality exists (``unavailable`` says why).
+        modalities: ``image`` and / or ``text``.
+        scale: multiplies raw scores for reporting (100 where the papers report percent).
+        conventions: the metric's named protocol conventions (presets), listed by ``bench list``.
+        plot: ``bar`` (per-sample scores by method and model) or ``curve`` (mean curve per method).
+        curve_label: x-axis label of the curve plot.
+        example: hook ``example(unit, config) -> Example`` for the report's panel.
+    """
+
+    name: str
+    description: str
+    higher_is_better: bool
+    modalities: tuple[str, ...]
+    scale: float
+    unit: str
+    evaluate: Callable[[Unit, Any], MetricResult] | None
+    config: type = NoConfig
+    table: str | None = None
+    conventions: Registry | None = None
+    plot: str | None = None
+    curve_label: str = ""
+    example: Callable[[Unit, Any], Example] | None = None
+    unavailable: str = ""
+
+    def availability(self, modality: str) -> str | None:
+        """Why the metric cannot run in a suite of ``modality`` (None: it can). ``list`` and ``run`` both use it."""
+        if modality not in self.modalities:
+            return f"{'/'.join(self.modalities)} only"
+        if self.evaluate is None:
+            return self.unavailable or "not runnable yet"
+        return None
+
+
+@dataclass
+class Unit:
+    """One (model, method) pair as the metric hooks see it.
+
+    Attributes:
+        images, labels: the evaluation set, (N, c, H, W) in [0, 1] and (N,), on the host.
+        sample_ids: (S,) ids of the images the per-sample metrics use (all processes).
+        batch_size: inputs per explanation call; metrics perturb ``4 * batch_size`` per model call.
+        rank, world: this process's shard: items i with i % world == rank.
+        model_cache: shared by every unit of the same model (e.g. its GridPG grids).
+        cache: shared by the metrics of this unit (e.g. the sample explanations).
+        explain_time: seconds spent explaining, by explanation key.
+    """
+
+    model: ModelAdapter
+    method: AttributionMethod
+    images: Tensor
+    labels: Tensor
+    sample_ids: Tensor
+    batch_size: int
+    device: torch.device
+    rank: int = 0
+    world: int = 1
+    model_cache: dict[Hashable, Any] = field(default_factory=dict)
+    cache: dict[Hashable, Any] = field(default_factory=dict)
+    explain_time: dict[str, float] = field(default_factory=dict)
+
+    def take(self, n: int) -> Tensor:
+        """This shard's item indices among ``n`` items."""
+        return torch.arange(self.rank, n, self.world)
+
+    def explain(self, inputs: Tensor, targets: Tensor) -> Tensor:
+        """Channel-summed maps (B, H, W) of the unit's method on the unit's model."""
+        return self.method.attribute(self.model, inputs, targets)
+
+    def per_model(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        if key not in self.model_cache:
+            self.model_cache[key] = compute()
+        return self.model_cache[key]
+
+    def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        if key not in self.cache:
+            self.cache[key] = compute()
+        return self.cache[key]
+
+    def timed_explanation(self, key: str, compute: Callable[[], Tensor]) -> Tensor:
+        """``compute()`` once per unit, its wall time recorded as ``explain_time[key]``."""
+
+        def run() -> Tensor:
+            start = time.perf_counter()
+            maps = compute()
+            if maps.is_cuda:
+                torch.cuda.synchronize(maps.device)
+            self.explain_time[key] = time.perf_counter() - start
+            return maps
+
+        return self.memo(("explanation", key), run)
+
+    def samples(self) -> tuple[Tensor, Tensor, Tensor]:
+        """This shard's per-sample images: (encoded inputs on the device, labels on the device, ids)."""
+
+        def load() -> tuple[Tensor, Tensor, Tensor]:
+            ids = self.sample_ids[self.take(len(self.sample_ids))]
+            x = self.model.encode(self.images[ids]).to(self.device)
+            return x, self.labels[ids].to(self.device), ids
+
+        return self.per_model("samples", load)
+
+    def sample_maps(self) -> Tensor:
+        """The method's maps of :meth:`samples` for their labels, explained ``batch_size`` at a time."""
+        x, t, _ = self.samples()
+        b = self.batch_size
+        return self.timed_explanation(
+            "samples", lambda: torch.cat([self.explain(x[s : s + b], t[s : s + b]) for s in range(0, len(x), b)])
+        )
