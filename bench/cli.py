@@ -10,7 +10,7 @@ from collections.abc import Sequence
 def _cmd_list(args: argparse.Namespace) -> int:
     from attributions import METHODS
     from bench.data import DATASETS
-    from bench.suite import SUITES, load_suite
+    from bench.suite import SUITES, suite_description
     from metrics.registry import METRICS
     from models import MODELS
 
@@ -56,7 +56,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         out.write(f"  {name:<14} [{spec.modality}] {spec.description}\n")
     out.write("\nsuites:\n")
     for name in SUITES:
-        out.write(f"  {name:<14} {load_suite(name).description}\n")
+        out.write(f"  {name:<14} {suite_description(name)}\n")
     return 0
 
 

@@ -1,7 +1,7 @@
 """The report's panel: one explanation per (model, method), computed by the report step.
 
-The first metric of the suite that offers an ``example`` hook (GridPG: the same 2x2 grid for every
-model) decides what is shown. Models and methods are rebuilt from the run's ``run.json``; the maps
+The first metric of the suite that offers an ``example`` hook decides what is shown (e.g. one grid,
+the same for every model). Models and methods are rebuilt from the run's ``run.json``; the maps
 are cached in ``examples/`` next to the results, keyed by the unit they illustrate.
 """
 

@@ -1,8 +1,8 @@
 """Declarative suites: TOML files under ``bench/suites/`` (adding a suite is adding a file).
 
 A suite names its data set, models, methods and metrics, the sample counts, one table of settings
-per metric family (``[gridpg]``, ``[deletion]``, ``[erasure]``: each metric's typed config) and
-per-method parameters (``[method_params.NAME]``). Loading validates all of it -- every name, every
+per metric family (each metric's typed config, named by its spec's ``table``) and per-method
+parameters (``[method_params.NAME]``). Loading validates all of it -- every name, every
 key, every value, every method's parameters -- before any model or data is touched, and each
 problem is one line that names the file and the key.
 """
@@ -132,7 +132,7 @@ def _scalar(data: Mapping[str, Any], key: str, where: str) -> Any:
 def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | None = None) -> Suite:
     """Validate TOML-shaped suite data and build the :class:`Suite` (see the module docstring)."""
     from attributions import METHODS, get_method
-    from bench.data import DATASETS, check_image_folder
+    from bench.data import DATASETS
     from metrics.registry import METRICS
     from models import MODELS
 
@@ -198,9 +198,6 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
         raise UserError(
             f"{where} models {', '.join(other)} need real data: pass --data-root (an ImageNet-style folder)"
         )
-    if dataset.needs_root:
-        check_image_folder(values.get("data_root"))
-
     return Suite(
         models=models,
         methods=methods,
@@ -214,6 +211,11 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
 
 def available_suites() -> list[str]:
     return SUITES.names()
+
+
+def suite_description(name: str) -> str:
+    """A shipped suite's description, read without validating it (``list`` shows suites that need data)."""
+    return str(tomllib.loads(SUITES.get(name).read_text()).get("description", ""))
 
 
 def load_suite(name_or_path: str) -> Suite:

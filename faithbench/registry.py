@@ -30,6 +30,10 @@ class Registry(Generic[T]):
         except (KeyError, TypeError):
             raise UnknownNameError(f"unknown {self.kind} {name!r}; valid {self.plural}: {self._valid()}") from None
 
+    def unregister(self, name: str) -> T:
+        """Remove an entry (tests, and plugins that replace an entry on purpose)."""
+        return self._entries.pop(name)
+
     __getitem__ = get
 
     def check(self, names: object, what: str | None = None) -> tuple[str, ...]:
@@ -39,7 +43,10 @@ class Registry(Generic[T]):
             raise UserError(f'{what or self.plural} must be a list of names, e.g. ["{example}"], got {names!r}')
         unknown = [str(n) for n in names if n not in self]
         if unknown:
-            raise UnknownNameError(f"unknown {self.kind}(s) {', '.join(unknown)}; valid {self.plural}: {self._valid()}")
+            prefix = f"{what}: " if what else ""
+            raise UnknownNameError(
+                f"{prefix}unknown {self.kind}(s) {', '.join(unknown)}; valid {self.plural}: {self._valid()}"
+            )
         return tuple(names)
 
     def _valid(self) -> str:

@@ -56,12 +56,12 @@ def test_metric_registry_directions():
 
     assert METRICS.get("gridpg").higher_is_better and not METRICS.get("pixel_deletion").higher_is_better
     assert not METRICS.get("sufficiency").higher_is_better and METRICS.get("comprehensiveness").higher_is_better
-    assert METRICS.get("gridpg").presets == ("bcos-v2", "bcosification", "aloe")
+    assert list(METRICS.get("gridpg").conventions) == ["bcos-v2", "bcosification", "aloe"]
 
 
 def test_zoo_command_rejects_unknown_models(capsys):
     assert main(["zoo", "resnet9"]) == 2
-    assert "unknown zoo model(s) resnet9; valid: cnn_mnist" in capsys.readouterr().err
+    assert "unknown zoo model(s) resnet9; valid zoo models: aloe_vit_mnist" in capsys.readouterr().err
 
 
 def test_list_shows_every_registered_model_with_its_family():

@@ -71,7 +71,7 @@ def test_suite_errors_name_the_valid_choices(tmp_path):
         with_overrides(load_suite("smoke"), metrics=["accuracy"])
     bad = tmp_path / "bad.toml"
     bad.write_text('name = "x"\nmodels = ["cnn_mnist"]\nmethods = ["gradient"]\nmetrics = ["gini"]\nepochs = 3\n')
-    with pytest.raises(ValueError, match="unknown keys epochs"):
+    with pytest.raises(ValueError, match=r"unknown key\(s\) epochs"):
         load_suite(str(bad))
     with pytest.raises(ValueError, match="GridPG preset 'tpami'"):
         with_overrides(load_suite("smoke"), gridpg={"preset": "tpami"})
@@ -227,7 +227,7 @@ def test_changed_settings_recompute_only_what_changed(tiny_suite, tiny_run, tmp_
     real, calls = runner.evaluate_unit, []
 
     def count(*args, **kwargs):
-        calls.append(args[1].name)
+        calls.append(args[0].method.name)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(runner, "evaluate_unit", count)
@@ -407,3 +407,65 @@ def test_python_dash_m_bench_run_prints_leaderboard_and_paths(tiny_suite, tmp_pa
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "leaderboard (tiny" in proc.stdout and "results.csv" in proc.stdout
+
+
+def test_resume_never_mixes_code_or_weights(tiny_suite, tiny_run, tmp_path, monkeypatch):
+    """Units computed by other code or with other weights are recomputed, never reused."""
+    import models.adapter
+
+    out = tmp_path / "resume"
+    real, calls = runner.evaluate_unit, []
+
+    def count(*args, **kwargs):
+        calls.append((args[0].model.name, args[0].method.name))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "evaluate_unit", count)
+    args = [
+        "run",
+        "--suite",
+        str(tiny_suite),
+        "--out",
+        str(out),
+        "--no-progress",
+        "--no-report",
+        "--methods",
+        "gradient",
+    ]
+    shutil.copytree(tiny_run, out)
+    assert main(args) == 0 and calls == []
+    monkeypatch.setattr(runner, "code_identity", lambda: "an upgraded faithbench")
+    assert main(args) == 0 and len(calls) == 2  # every unit: the code changed
+    calls.clear()
+    assert main(args) == 0 and calls == []  # ...and now they are current
+    rebuilt = models.adapter.state_sha256
+    monkeypatch.setattr(
+        models.adapter,
+        "state_sha256",
+        lambda state: "rebuilt" if "features.0.weight" in state else rebuilt(state),  # cnn_mnist only
+    )
+    assert main(args) == 0 and calls == [("cnn_mnist", "gradient")]
+    results = pd.read_csv(out / "results.csv")
+    assert set(results[results.model == "cnn_mnist"].model_weights_sha256) == {"rebuilt"}
+
+
+def test_zero_gridpg_grids_are_recorded_as_zero_grids(tiny_suite, tmp_path, monkeypatch):
+    import metrics.gridpg
+    from metrics.grids import GridSelection
+
+    def nothing(*args, **kwargs):
+        import torch
+
+        return GridSelection(indices=torch.zeros(0, 9, dtype=torch.long), n_candidates=0, n_dropped=0)
+
+    monkeypatch.setattr(metrics.gridpg, "select_grids", nothing)
+    out = tmp_path / "nogrids"
+    code = main(
+        ["run", "--suite", str(tiny_suite), "--out", str(out), "--no-progress", "--metrics", "gridpg,gini"]
+        + ["--models", "cnn_mnist", "--methods", "gradient"]
+    )
+    assert code == 0
+    results = pd.read_csv(out / "results.csv").set_index("metric")
+    assert results.loc["gridpg", "n"] == 0 and np.isnan(results.loc["gridpg", "mean"])
+    assert json.loads(results.loc["gridpg", "params"])["n_grids"] == 0
+    assert results.loc["gini", "n"] == 6

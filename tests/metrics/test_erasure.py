@@ -136,7 +136,7 @@ def test_bad_inputs():
         run(attr=torch.tensor([[1.0, float("nan"), 0, 0]]))
     with pytest.raises(ValueError, match="selects no feature in samples \\[0\\]"):
         run(feature_mask=torch.zeros(1, 4, dtype=torch.bool))
-    with pytest.raises(ValueError, match="unknown summary 'aopc'"):
+    with pytest.raises(ValueError, match="unknown comprehensiveness/sufficiency summary 'aopc'"):
         run(summary="aopc")
     with pytest.raises(ValueError, match=r"must lie in \(0, 1\]"):
         run(fractions=[0.0, 0.5])

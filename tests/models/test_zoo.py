@@ -7,6 +7,7 @@ import torch
 import torchvision
 from torch import nn
 
+from faithbench.errors import UserError
 from models import MODELS, load_model, zoo
 from models.zoo import Recipe
 
@@ -37,8 +38,9 @@ def tiny_recipe(calls: list, lr: float = 0.5) -> Recipe:
 def tiny(monkeypatch, tmp_path):
     calls: list = []
     monkeypatch.setenv("FAITHBENCH_CACHE", str(tmp_path))
-    monkeypatch.setitem(zoo.RECIPES, "tiny", tiny_recipe(calls))
-    return calls
+    zoo.RECIPES.register("tiny", tiny_recipe(calls))
+    yield calls
+    zoo.RECIPES.unregister("tiny")
 
 
 def test_build_caches_and_reloads_without_training(tiny):
@@ -83,7 +85,8 @@ def test_tampered_weights_are_detected(tiny, capsys):
 def test_a_changed_recipe_gets_a_new_checkpoint(tiny, monkeypatch):
     zoo.build("tiny")
     old = zoo.checkpoint_path("tiny")
-    monkeypatch.setitem(zoo.RECIPES, "tiny", tiny_recipe(tiny, lr=0.1))
+    zoo.RECIPES.unregister("tiny")
+    zoo.RECIPES.register("tiny", tiny_recipe(tiny, lr=0.1))
     assert zoo.checkpoint_path("tiny") != old
     zoo.build("tiny")
     assert len(tiny) == 2
@@ -124,5 +127,5 @@ def test_pretrained_downloads_fail_offline_with_a_clear_message(monkeypatch, nam
     # Both download paths, so the test never touches the network.
     monkeypatch.setattr(torch.hub, "load_state_dict_from_url", offline)
     monkeypatch.setattr(torchvision.models._api, "load_state_dict_from_url", offline)
-    with pytest.raises(RuntimeError, match="could not load .*no internet.*checkpoints.*offline zoo model"):
+    with pytest.raises(UserError, match="could not load .*no internet.*checkpoints.*offline zoo model"):
         load_model(name)

@@ -1,0 +1,140 @@
+"""Suite loading: every name, table, key, value and method parameter is checked before any model loads."""
+
+import subprocess
+import sys
+
+import pytest
+
+from bench import runner
+from bench.cli import main
+from bench.suite import build_suite, load_suite, with_overrides
+from faithbench.errors import UserError
+from metrics.deletion import DeletionConfig
+from metrics.gridpg import GridPGConfig
+
+BASE = 'name = "t"\nmodels = ["cnn_mnist"]\nmethods = ["gradient"]\nmetrics = ["gini"]\n'
+
+
+@pytest.fixture
+def no_models(monkeypatch):
+    """Fail the test if anything tries to build a model (validation must come first)."""
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a model was loaded before the suite was validated")
+
+    monkeypatch.setattr(runner, "load_model", forbidden)
+
+
+def write(tmp_path, text):
+    path = tmp_path / "suite.toml"
+    path.write_text(BASE + text)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("[deletion]\nblock-size = 4\n", r"\[deletion\] has unknown key\(s\) block-size; valid keys: block_size, "),
+        ("[gridpg]\nn_grids = -1\n", r"\[gridpg\]: n_grids must be a positive integer, got -1"),
+        ("[gridpg]\nn_grids = 0\n", r"\[gridpg\]: n_grids must be a positive integer, got 0"),
+        ('[gridpg]\npreset = "tpami"\n', r"unknown GridPG preset 'tpami'; valid GridPG presets: aloe, bcos-v2"),
+        ('[erasure]\nsummary = "aopc"\n', r"\[erasure\]: unknown comprehensiveness/sufficiency summary 'aopc'"),
+        ("[deletion]\nfractions = [0.5, 0.2]\n", r"\[deletion\]: fractions must be strictly increasing"),
+        ('[deletion]\nblock_size = "4"\n', r"\[deletion\] block_size must be int"),
+        ("[grid_pg]\nn_grids = 2\n", r"unknown key\(s\) grid_pg; .*tables: gridpg, deletion, erasure, method_params"),
+        (
+            "[method_params.lime]\nn_sample = 3\n",
+            r"\[method_params.lime\]: method 'lime' has no parameter\(s\) n_sample",
+        ),
+        ('[method_params.lime]\nsegmentation = "felz"\n', r"segmentation must be one of 'quickshift', 'slic'"),
+        ('[method_params.lrp]\ncomposite = "zplus"\n', r"parameter composite must be one of 'epsilon_plus_flat'"),
+        ("[method_params.integrated_gradients]\nn_steps = 0\n", r"n_steps must be >= 1, got 0"),
+        ("[method_params.lime_v2]\nn_samples = 3\n", r"unknown method\(s\) lime_v2; valid methods:"),
+        ("seed = -1\n", r"seed must be >= 0, got -1"),
+        ("n_samples = 1.5\n", r"n_samples must be a int, got 1.5"),
+    ],
+)
+def test_bad_suite_values_fail_at_load_naming_file_and_key(tmp_path, extra, message, no_models):
+    path = write(tmp_path, extra)
+    with pytest.raises(UserError, match=message) as exc:
+        load_suite(path)
+    assert str(exc.value).startswith(path)
+    assert "\n" not in str(exc.value)
+
+
+def test_a_string_instead_of_a_list_is_named_as_such(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text('name = "t"\nmodels = "cnn_mnist"\nmethods = ["gradient"]\nmetrics = ["gini"]\n')
+    with pytest.raises(
+        UserError, match=r"models must be a list of names, e.g. \[\"aloe_vit_mnist\"\], got 'cnn_mnist'"
+    ):
+        load_suite(str(path))
+
+
+def test_bad_method_params_fail_before_any_model_is_loaded(tmp_path, no_models, capsys):
+    path = write(tmp_path, "[method_params.gradient]\nabsolute = true\n")
+    assert main(["run", "--suite", path, "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has no parameter(s) absolute; valid: abs" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_text_metrics_say_text_only_in_run_and_in_list(tmp_path, capsys):
+    with pytest.raises(UserError, match=r"metric 'seqpg' is text only \(dataset 'mnist' is image\); metrics for image"):
+        with_overrides(load_suite("smoke"), metrics=["seqpg"])
+    assert main(["run", "--suite", "smoke", "--metrics", "seqpg", "--out", str(tmp_path)]) == 2
+    assert "metric 'seqpg' is text only" in capsys.readouterr().err
+    listing = subprocess.run([sys.executable, "-m", "bench", "list"], capture_output=True, text=True, check=True).stdout
+    line = next(x for x in listing.splitlines() if x.split()[:1] == ["seqpg"])
+    assert "[text only]" in line
+
+
+def test_every_listed_metric_either_runs_or_says_why_not():
+    from metrics.registry import METRICS
+
+    for name, spec in METRICS.items():
+        why = spec.availability("image")
+        if why is None:
+            assert spec.evaluate is not None
+            build_suite({"name": "t", "models": ["cnn_mnist"], "methods": ["gradient"], "metrics": [name]})
+        else:
+            with pytest.raises(UserError, match=f"metric '{name}' is {why}"):
+                build_suite({"name": "t", "models": ["cnn_mnist"], "methods": ["gradient"], "metrics": [name]})
+
+
+def test_configs_are_typed_with_defaults_once():
+    suite = load_suite("smoke")
+    assert isinstance(suite.config("gridpg"), GridPGConfig) and suite.config("gridpg").n_grids == 4
+    assert suite.config("pixel_deletion") is suite.config("pixel_insertion")
+    assert isinstance(suite.config("pixel_deletion"), DeletionConfig)
+    assert (
+        build_suite({"name": "t", "models": ["cnn_mnist"], "methods": ["gradient"], "metrics": ["gridpg"]}).config(
+            "gridpg"
+        )
+        == GridPGConfig()
+    )
+    again = build_suite(suite.to_dict())
+    assert again == suite
+
+
+def test_cli_overrides_are_validated_like_the_file(tmp_path, capsys):
+    assert main(["run", "--suite", "smoke", "--n-grids", "-1", "--out", str(tmp_path)]) == 2
+    assert "[gridpg]: n_grids must be a positive integer, got -1" in capsys.readouterr().err
+    assert main(["run", "--suite", "smoke", "--n-samples", "0", "--out", str(tmp_path)]) == 2
+    assert "n_samples must be >= 1, got 0" in capsys.readouterr().err
+    assert main(["run", "--suite", "smoke", "--device", "tpu", "--out", str(tmp_path)]) == 2
+    assert "device 'tpu'" in capsys.readouterr().err
+    bad = tmp_path / "broken.toml"
+    bad.write_text("name = [unclosed\n")
+    assert main(["run", "--suite", str(bad)]) == 2
+    assert f"suite file {bad} is not valid TOML" in capsys.readouterr().err
+    assert not (tmp_path / "run.json").exists()
+
+
+def test_nothing_is_written_before_the_checks_pass(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["run", "--suite", "imagenet", "--out", str(out)]) == 2
+    assert "needs --data-root" in capsys.readouterr().err
+    assert not out.exists()
+    assert main(["run", "--suite", "imagenet", "--data-root", str(tmp_path / "nope"), "--out", str(out)]) == 2
+    assert not out.exists()
