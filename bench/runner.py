@@ -45,6 +45,10 @@ def resolve_device(device: str) -> torch.device:
             raise UserError(f"device {device!r} requested but CUDA is not available; use --device cpu")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise UserError(f"device {device!r} does not exist: {torch.cuda.device_count()} GPU(s) visible")
+        # Full fp32 convolutions and matmuls: TF32 (cuDNN's default) moves scores by ~1e-3 relative,
+        # and results must agree with the CPU within the tolerance the CUDA tests state.
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
     elif dev.type != "cpu":
         raise UserError(f"device {device!r} is not supported; valid: auto, cpu, cuda, cuda:N")
     return dev

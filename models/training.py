@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -13,6 +14,25 @@ from models.adapter import predict_logits
 from models.data import Split
 
 Encode = Callable[[Tensor], Tensor]
+
+# Zoo builds run with this many intra-op threads on every machine: CPU kernels split reductions by
+# thread count, so a free count would give other bits on a machine with more cores.
+BUILD_THREADS = 2
+
+
+@contextmanager
+def build_numerics() -> Iterator[dict]:
+    """Fixed thread count for a build; yields what else decides its bits (see README, the zoo)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(BUILD_THREADS)
+    try:
+        yield {
+            "threads": BUILD_THREADS,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "torch": str(torch.__version__),  # a str subclass that weights_only loading refuses
+        }
+    finally:
+        torch.set_num_threads(before)
 
 
 def train_classifier(

@@ -29,9 +29,9 @@ from models.architectures import ConvDigitNet, bcos_digit_cnn, ccexam_mnist_cnn,
 from models.bcosify import bcosify
 from models.data import MNIST_MEAN, MNIST_STD, mnist_splits
 from models.encoding import InputEncoding, bcos_inverse, normalized
-from models.training import accuracy, train_classifier
+from models.training import accuracy, build_numerics, train_classifier
 
-ZOO_VERSION = 1
+ZOO_VERSION = 2
 
 STANDARD = normalized(MNIST_MEAN, MNIST_STD)
 BCOS = bcos_inverse(1)
@@ -287,7 +287,9 @@ def build(name: str) -> tuple[nn.Module, dict]:
     if info is None:
         deps = {d: build(d)[0] for d in r.depends}
         _say(f"building {name}: {r.description}")
-        extra = r.train(model, deps, r.params)
+        with build_numerics() as numerics:
+            extra = r.train(model, deps, r.params)
+        extra["build_numerics"] = numerics
         model.eval()
         _, test = mnist_splits()
         info = {

@@ -138,3 +138,14 @@ def test_nothing_is_written_before_the_checks_pass(tmp_path, capsys):
     assert not out.exists()
     assert main(["run", "--suite", "imagenet", "--data-root", str(tmp_path / "nope"), "--out", str(out)]) == 2
     assert not out.exists()
+
+
+def test_smoke_suite_covers_every_method_and_every_image_metric():
+    """CI's gate runs the smoke suite from a fresh install: a missing dependency of any method fails it."""
+    from attributions import METHODS
+    from metrics.registry import METRICS
+
+    smoke = load_suite("smoke")
+    assert set(smoke.methods) == set(METHODS)
+    image_metrics = {name for name, spec in METRICS.items() if spec.availability("image") is None}
+    assert set(smoke.metrics) == image_metrics

@@ -9,6 +9,7 @@ from torch import nn
 
 from faithbench.errors import UserError
 from models import MODELS, load_model, zoo
+from models.training import BUILD_THREADS
 from models.zoo import Recipe
 
 
@@ -60,6 +61,26 @@ def test_training_is_deterministic(tiny, tmp_path, monkeypatch):
     second, _ = zoo.build("tiny")
     assert len(tiny) == 2
     assert zoo.state_sha256(first.state_dict()) == zoo.state_sha256(second.state_dict())
+
+
+def test_builds_use_a_fixed_thread_count_and_record_their_numerics(tiny, monkeypatch):
+    """CPU kernels split reductions by thread count: a build must not depend on the machine's cores."""
+    seen = []
+    recipe = zoo.RECIPES.get("tiny")
+    zoo.RECIPES.unregister("tiny")
+    zoo.RECIPES.register(
+        "tiny", Recipe(**{**recipe.__dict__, "train": lambda m, d, p: seen.append(torch.get_num_threads()) or {}})
+    )
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        _, info = zoo.build("tiny")
+        assert torch.get_num_threads() == 1, "the caller's thread count was not restored"
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [BUILD_THREADS]
+    assert info["build_numerics"]["threads"] == BUILD_THREADS
+    assert info["build_numerics"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
 
 
 def test_corrupt_checkpoint_is_reported_and_rebuilt(tiny, capsys):

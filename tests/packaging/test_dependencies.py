@@ -51,3 +51,12 @@ def test_every_third_party_import_is_a_declared_dependency():
 
 def test_indirect_dependencies_are_declared_too():
     assert INDIRECT <= _declared()
+
+
+def test_every_python_the_pinned_torch_supports_is_accepted():
+    """torch==2.14.1 ships wheels for CPython 3.10-3.14; faithbench needs 3.11 (tomllib)."""
+    from packaging.specifiers import SpecifierSet
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    accepted = SpecifierSet(project["requires-python"])
+    assert [v for v in ("3.10", "3.11", "3.12", "3.13", "3.14") if v in accepted] == ["3.11", "3.12", "3.13", "3.14"]
