@@ -267,3 +267,12 @@ def test_lrp_on_a_bcosified_model_is_complete_wrt_the_normalised_input():
         (g,) = torch.autograd.grad(net(xg).gather(1, TARGETS.view(-1, 1)).sum(), xg)
     # Relevance passes layer 0 unchanged: it is (x - mean) * grad, which sums to logit - bias.
     torch.testing.assert_close(lrp0, ((x - net[0].mean) * g).sum(1), rtol=1e-4, atol=1e-7)
+
+
+@pytest.mark.parametrize("output", ["weights", "top_k_mask"])
+def test_lime_maps_land_on_the_segments_device(output):
+    """Captum's surrogate returns its weights on the host; indexing them with segments on a GPU failed.
+    The meta device stands in for the GPU here (tests/test_cuda.py runs the real thing)."""
+    method = get_method("lime", output=output)
+    seg = torch.tensor([[0, 1], [2, 2]], device="meta")
+    assert method._to_map(torch.tensor([[0.5, -1.0, 2.0]]), seg).device.type == "meta"
