@@ -20,7 +20,7 @@ from captum.attr._core.lime import get_exp_kernel_similarity_function
 from torch import Tensor
 
 from attributions.base import AttributionMethod, Capabilities, seeded
-from faithbench.errors import ParameterError
+from faithbench.errors import ParameterError, check_choice
 from models.adapter import ModelAdapter
 
 SEGMENTATIONS = ("quickshift", "slic", "patches")
@@ -28,8 +28,7 @@ SEGMENTATIONS = ("quickshift", "slic", "patches")
 
 def segment(images: Tensor, method: str, **params: float) -> Tensor:
     """Integer segment maps (B, H, W), labels 0..K-1 per image, from images (B, C, H, W) in [0, 1]."""
-    if method not in SEGMENTATIONS:
-        raise ValueError(f"unknown segmentation {method!r}; valid choices: {', '.join(SEGMENTATIONS)}")
+    check_choice(method, "segmentation", SEGMENTATIONS)
     b, c, h, w = images.shape
     if method == "patches":
         grid = int(params.get("grid", 7))

@@ -13,15 +13,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from faithbench.errors import check_choice
+
 WINDOW_RULES = ("none", "sum-padded", "mean-unpadded")
 
 ExplainFn = Callable[[Tensor, Tensor], Tensor]
 """``explain(inputs (n, C, H, W), targets (n,)) -> maps (n, H, W) or (n, C, H, W)``."""
-
-
-def _check_choice(value: str, name: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"unknown {name} {value!r}; valid choices: {', '.join(map(repr, choices))}")
 
 
 def explain_grids(
@@ -38,7 +35,7 @@ def explain_grids(
     ``windows="none"`` explains each whole grid in one pass; ``sum-padded`` / ``mean-unpadded``
     explain cell-size windows at stride half a cell (see :func:`sliding_window_maps`).
     """
-    _check_choice(windows, "window rule", WINDOW_RULES)
+    check_choice(windows, "window rule", WINDOW_RULES)
     if grids.dim() != 4 or not grids.is_floating_point():
         raise ValueError(f"grids must be floating-point (G, C, H, W), got {tuple(grids.shape)} {grids.dtype}")
     g, _, h, w = grids.shape
@@ -84,7 +81,7 @@ def sliding_window_maps(
     Returns:
         (G, T, H, W) maps, channel-summed.
     """
-    _check_choice(fold, "fold", ("sum", "mean"))
+    check_choice(fold, "fold", ("sum", "mean"))
     g, c, h, w = grids.shape
     t = targets.shape[1]
     hp, wp = h + 2 * padding, w + 2 * padding

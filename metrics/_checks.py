@@ -7,6 +7,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from faithbench.errors import check_choice  # noqa: F401 - re-exported for the metric modules
+
 
 def check_tensor(x: object, name: str, *, min_dim: int = 1, floating: bool = False) -> Tensor:
     """Check ``x`` is a tensor with at least ``min_dim`` dimensions (and floating point if asked)."""
@@ -58,12 +60,6 @@ def check_fractions(fractions: Sequence[float], name: str = "fractions", *, allo
     if values.numel() > 1 and not bool((values[1:] > values[:-1]).all()):
         raise ValueError(f"{name} must be strictly increasing, got {values.tolist()}")
     return values
-
-
-def check_choice(value: str, name: str, choices: Sequence[str]) -> str:
-    if value not in choices:
-        raise ValueError(f"unknown {name} {value!r}; valid choices: {', '.join(map(repr, choices))}")
-    return value
 
 
 def check_positive_int(value: int, name: str) -> int:
