@@ -42,6 +42,7 @@ class Capabilities:
     batchable: bool = True  # one call explains the whole batch (else: a loop over samples)
     seeded: bool = False  # random sampling, reproducible through ``seed``
     class_specific: bool = True  # False: the same map for every target (attention rollout)
+    coarse: bool = False  # maps of low resolution upsampled (GradCAM): GridPG does not smooth them (TPAMI Sec. 4)
 
 
 class AttributionMethod:
@@ -54,6 +55,9 @@ class AttributionMethod:
     defaults: ClassVar[dict[str, Any]] = {}  # every parameter and its default; values are type-checked against them
     choices: ClassVar[dict[str, tuple[Any, ...]]] = {}  # parameters with a fixed set of valid values
     unsupported_note: ClassVar[str] = ""  # appended when a model kind is not supported
+    # What the maps claim to sum to (the ``completeness_gap`` metric checks it): "logit" = the
+    # explained logit minus the model's constant logit bias; "" = no completeness claim.
+    completeness: ClassVar[str] = ""
 
     def __init__(self, **params: Any) -> None:
         unknown = sorted(set(params) - set(self.defaults))
@@ -112,6 +116,14 @@ class AttributionMethod:
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         raise NotImplementedError
+
+    def completeness_target(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
+        """(B,) what this method's maps of (inputs, targets) claim to sum to (see ``completeness``)."""
+        if not self.completeness:
+            raise TypeError(f"method {self.name!r} makes no completeness claim")
+        with torch.no_grad():
+            logits = model.module(inputs).gather(1, targets.long().view(-1, 1)).squeeze(1)
+        return logits - model.logit_bias
 
 
 @contextlib.contextmanager

@@ -121,6 +121,7 @@ class LRP(AttributionMethod):
     capabilities = Capabilities(vit=False)
     unsupported_note = " (ViTs need AttnLRP, from the lxt package, which is not integrated yet)"
     defaults: ClassVar[dict] = {"composite": "epsilon_plus_flat", "epsilon": 1e-6}
+    completeness = "logit"  # relevance conservation from the initial relevance logit - logit_bias
     choices: ClassVar[dict] = {"composite": tuple(COMPOSITES)}
 
     def _check(self, model: ModelAdapter) -> None:

@@ -1,17 +1,42 @@
-"""The native explanation W(x)x of B-cos, B-cosified and ALOE models."""
+"""The native explanation W(x)x of B-cos, B-cosified and ALOE models.
+
+``wrt = "input"`` (default, the papers' W(x)x) takes the contributions of the model input itself.
+A B-cosified model's layer 0 normalises the [x, 1 - x] input, ``z = (x - m) / s``, a map with a
+constant offset, so the raw-input contributions miss ``W(x) (-m / s)`` (on MNIST, m = 0.13, a median
+21 % of the logit). ``wrt = "normalised-input"`` takes the contributions of ``z`` instead, which
+sum to the logit exactly (minus the logit bias), and maps them to pixels by the same channel sum.
+Models without a normalisation layer (B-cos from scratch) give the same map either way.
+"""
 
 from __future__ import annotations
 
-from torch import Tensor
+from typing import ClassVar
+
+from torch import Tensor, nn
 
 from attributions.base import AttributionMethod, Capabilities
-from models.adapter import ModelAdapter
+from models.adapter import ModelAdapter, input_x_gradient
+from models.bcosify import InputNormalization
+
+
+def split_input_normalization(module: nn.Module) -> tuple[nn.Module, nn.Module] | None:
+    """(layer 0, the rest) of a B-cosified ``Sequential`` whose first layer normalises the input, else None."""
+    if isinstance(module, nn.Sequential) and len(module) > 1 and isinstance(module[0], InputNormalization):
+        return module[0], nn.Sequential(*list(module)[1:])
+    return None
 
 
 class NativeExplanation(AttributionMethod):
     name = "native"
     description = "W(x)x: input x gradient in the model's explanation mode (dynamic factors detached)"
     capabilities = Capabilities(needs_native=True)
+    defaults: ClassVar[dict] = {"wrt": "input"}
+    choices: ClassVar[dict] = {"wrt": ("input", "normalised-input")}
+    completeness = "logit"
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
-        return model.explain_native(inputs, targets)
+        parts = split_input_normalization(model.module) if self.params["wrt"] == "normalised-input" else None
+        if parts is None:
+            return model.explain_native(inputs, targets)
+        normalise, rest = parts
+        return input_x_gradient(rest, normalise(inputs), targets, explanation=True)

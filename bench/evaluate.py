@@ -46,12 +46,14 @@ def evaluate_unit(unit: Unit, suite: Suite) -> dict[str, dict[str, Any]]:
     records = {}
     for name in suite.metrics:
         spec = METRICS.get(name)
+        if spec.applies is not None and spec.applies(unit) is not None:
+            continue  # e.g. a completeness gap for a method that claims no completeness: no row
         explained_before = sum(unit.explain_time.values())
         start = time.perf_counter()
         result = spec.evaluate(unit, suite.config(name))
         _sync(unit.device)
         spent = time.perf_counter() - start - (sum(unit.explain_time.values()) - explained_before)
-        records[name] = to_record(spec, result, unit.explain_time.get(result.explained, 0.0), max(spent, 0.0))
+        records[name] = to_record(spec, result, unit.explanation_seconds(result.explained), max(spent, 0.0))
     return records
 
 

@@ -78,7 +78,8 @@ def probabilities_after_removal(
         ranks: (B, *S) feature ranks (see :func:`feature_ranks`), broadcast over the channel dims C.
         job_sample, job_k, job_keep_top: (J,) sample index, k, and mode of each job. A job removes
             its sample's top-k features (``keep_top`` False) or every feature except the top k
-            (``keep_top`` True). Removed features take the ``baseline`` value.
+            (``keep_top`` True). Removed features take the ``baseline`` value: a scalar, a tensor
+            broadcastable to one input (C, H, W), or one baseline per sample (``inputs.shape``).
         protected: (B, *S) bool, features that ``keep_top`` jobs never remove (e.g. special tokens).
         extra: per-sample side inputs (B, ...) passed to ``forward`` as keyword arguments, gathered
             for each chunk (e.g. an attention mask).
@@ -89,6 +90,8 @@ def probabilities_after_removal(
     feat_dims = ranks.dim() - 1
     chan_dims = inputs.dim() - 1 - feat_dims
     extra = dict(extra or {})
+    base = torch.as_tensor(baseline, dtype=inputs.dtype, device=inputs.device)
+    per_sample = base.dim() == inputs.dim() and base.shape == inputs.shape
     out = torch.empty(job_sample.shape[0], dtype=torch.float32, device=inputs.device)
     for start in range(0, job_sample.shape[0], chunk_size):
         s = slice(start, start + chunk_size)
@@ -100,7 +103,7 @@ def probabilities_after_removal(
         if protected is not None:
             remove &= ~(protected[b] & keep_top)
         remove = remove.view(n, *([1] * chan_dims), *ranks.shape[1:])
-        perturbed = torch.where(remove, torch.as_tensor(baseline, dtype=inputs.dtype, device=inputs.device), inputs[b])
+        perturbed = torch.where(remove, base[b] if per_sample else base, inputs[b])
         scores = forward(perturbed, **{key: value[b] for key, value in extra.items()})
         if start == 0:
             check_class_indices(targets, scores.shape[1])

@@ -36,6 +36,7 @@ from metrics._checks import (
     check_tensor,
 )
 from metrics._perturb import ACTIVATIONS, ForwardFn, feature_ranks, probabilities_after_removal
+from metrics.baselines import BaselineConfig, unit_baseline
 from metrics.spec import MetricResult, MetricSpec, Unit
 from metrics.types import CurveScores
 
@@ -75,7 +76,9 @@ def pixel_deletion(
         targets: (B,) explained classes.
         block_size: b (16 as ALOE; 1 = single pixels).
         fractions: increasing fractions of blocks in [0, 1] (at least two).
-        baseline: replacement value, scalar or broadcastable to (C, H, W), in model-input space.
+        baseline: replacement in model-input space: a scalar, a tensor broadcastable to (C, H, W), or
+            one per sample (B, C, H, W); :func:`metrics.baselines.removal_baseline` encodes an
+            image-space baseline per model.
         activation: ``softmax``, ``sigmoid`` (B-cos models) or ``identity``.
         chunk_size: perturbed images per model call.
     """
@@ -185,16 +188,16 @@ def _block_curve(
 
 
 @dataclass(frozen=True)
-class DeletionConfig:
+class DeletionConfig(BaselineConfig):
     """``[deletion]``, shared by ``pixel_deletion`` and ``pixel_insertion``."""
 
     block_size: int = 16
     fractions: tuple[float, ...] = ALOE_FRACTIONS
-    baseline: float = 0.0  # value of removed pixels, in model-input space
 
     cli: ClassVar[dict[str, str]] = {}
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_positive_int(self.block_size, "block_size")
         if len(check_fractions(self.fractions, allow_zero=True)) < 2:
             raise ValueError("fractions: the curve's area needs at least two fractions")
@@ -212,7 +215,7 @@ def _curve_metric(curve_fn: Callable[..., CurveScores]) -> Callable[[Unit, Delet
             t,
             block_size=cfg.block_size,
             fractions=cfg.fractions,
-            baseline=cfg.baseline,
+            baseline=unit_baseline(unit, cfg, ids),
             activation=unit.model.activation,
             chunk_size=4 * unit.batch_size,
         )

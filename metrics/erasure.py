@@ -5,15 +5,19 @@ With p(.) the probability of the explained class and r_k the top-k features by a
     comp_k = p(x) - p(x with r_k removed)          (higher is better: the rationale mattered)
     suff_k = p(x) - p(x with all but r_k removed)  (lower is better: the rationale suffices)
 
-"Removed" means replaced by the mask token (token ids) or by a baseline value (images, default 0
-in model-input space; all channels of a pixel together, so both halves of a B-cos [x, 1-x] pair
-go at once). k = max(min_k, floor(n * r)) for each fraction r, n = number of features of the
-sample (``feature_mask`` excludes special and padding tokens). Two summaries:
+"Removed" means replaced by the mask token (token ids) or by a baseline (images: defined in image
+space and encoded per model, :mod:`metrics.baselines`; all channels of a pixel together, so both
+halves of a B-cos [x, 1-x] pair go at once). k = max(min_k, floor(n * r)) for each fraction r,
+n = number of features of the sample (``feature_mask`` excludes special and padding tokens).
+Two summaries:
 
 * ``eraser``:  AOPC = mean of the curve over r in {0.01, 0.05, 0.1, 0.2, 0.5};
 * ``bcos-lm``: trapezoid area of the curve over r in {0.1, ..., 0.9}, not normalised (what the
   B-cos LM code computes with ``sklearn.metrics.auc``); sufficiency also masks the non-feature
   positions ([CLS]/[SEP]).
+
+The explained class is the model's prediction by default (ERASER and the B-cos LM code explain
+the predicted class); ``target = "label"`` explains the true label instead.
 
 Scores are probabilities differences in [-1, 1]; papers report them x100.
 """
@@ -31,6 +35,7 @@ from faithbench.config import to_dict
 from faithbench.registry import Registry
 from metrics._checks import check_choice, check_finite, check_fractions, check_targets, check_tensor
 from metrics._perturb import ACTIVATIONS, ForwardFn, feature_ranks, probabilities_after_removal
+from metrics.baselines import BaselineConfig, unit_baseline
 from metrics.spec import MetricResult, MetricSpec, Unit
 from metrics.types import CurveScores, ErasureScores
 
@@ -207,17 +212,22 @@ def comprehensiveness_sufficiency(
 # --------------------------------------------------------------------------- the suite's metrics
 
 
+TARGETS = ("predicted", "label")
+
+
 @dataclass(frozen=True)
-class ErasureConfig:
+class ErasureConfig(BaselineConfig):
     """``[erasure]``, shared by ``comprehensiveness`` and ``sufficiency`` (computed once for both)."""
 
     summary: str = "eraser"
-    baseline: float = 0.0  # value of removed pixels, in model-input space
+    target: str = "predicted"  # the explained class: the model's prediction (ERASER, B-cos LM) or the label
 
     cli: ClassVar[dict[str, str]] = {}
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         ERASURE_SUMMARIES.get(self.summary)
+        check_choice(self.target, "target", TARGETS)
 
 
 def _part(name: str) -> Callable[[Unit, ErasureConfig], MetricResult]:
@@ -225,21 +235,23 @@ def _part(name: str) -> Callable[[Unit, ErasureConfig], MetricResult]:
         x, t, ids = unit.samples()
         if len(ids) == 0:
             return MetricResult.empty(to_dict(cfg), "samples")
+        targets = unit.sample_targets(cfg.target)
         both = unit.memo(
             ("erasure", cfg),
             lambda: comprehensiveness_sufficiency(
                 unit.model.module,
                 x,
-                unit.sample_maps(),
-                t,
+                unit.sample_maps(cfg.target),
+                targets,
                 summary=cfg.summary,
-                baseline=cfg.baseline,
+                baseline=unit_baseline(unit, cfg, ids),
                 activation=unit.model.activation,
                 chunk_size=4 * unit.batch_size,
             ),
         )
         part: CurveScores = getattr(both, name)
-        return MetricResult(part.values, part.undefined, ids, to_dict(cfg), "samples", part.curve, part.fractions)
+        explained = "samples" if cfg.target == "label" else f"samples:{cfg.target}"
+        return MetricResult(part.values, part.undefined, ids, to_dict(cfg), explained, part.curve, part.fractions)
 
     return evaluate
 

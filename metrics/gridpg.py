@@ -16,7 +16,7 @@ over grids and cells.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import torch
@@ -26,7 +26,7 @@ from torch import Tensor
 from attributions.windows import ExplainFn, explain_grids
 from metrics._checks import check_choice, check_finite, check_positive_int, check_tensor
 from metrics._share import target_share
-from metrics.gridpg_presets import GRIDPG_PRESETS, ZERO_MASS_RULES, GridPGPreset, get_preset
+from metrics.gridpg_presets import GRIDPG_PRESETS, VIT_WINDOWS, ZERO_MASS_RULES, GridPGPreset, get_preset
 from metrics.grids import TILINGS, grid_side, make_grids, select_grids
 from metrics.spec import Example, MetricResult, MetricSpec, Unit
 from metrics.types import Scores
@@ -142,10 +142,12 @@ def gridpg_maps(
 
 @dataclass(frozen=True)
 class GridPGConfig:
-    """``[gridpg]``: the protocol preset and how many grids to select per model."""
+    """``[gridpg]``: the protocol preset, how many grids to select per model, and an optional
+    override of the preset's ViT geometry (``vit_windows = "none"``: whole grids in one pass)."""
 
     preset: str = "bcos-v2"
     n_grids: int = 24
+    vit_windows: str = "preset"  # preset | none | sum-padded | mean-unpadded
 
     cli: ClassVar[dict[str, str]] = {
         "preset": "GridPG protocol preset (bcos-v2, bcosification, aloe)",
@@ -155,6 +157,12 @@ class GridPGConfig:
     def __post_init__(self) -> None:
         get_preset(self.preset)
         check_positive_int(self.n_grids, "n_grids")
+        check_choice(self.vit_windows, "vit_windows", ("preset", *VIT_WINDOWS))
+
+    def effective_preset(self) -> GridPGPreset:
+        """The preset with this config's overrides applied."""
+        preset = get_preset(self.preset)
+        return preset if self.vit_windows == "preset" else replace(preset, vit_windows=self.vit_windows)
 
 
 @dataclass(frozen=True)
@@ -167,7 +175,7 @@ class PreparedGrids:
 
 
 def prepare_grids(unit: Unit, cfg: GridPGConfig) -> PreparedGrids:
-    preset = get_preset(cfg.preset)
+    preset = cfg.effective_preset()
     model = unit.model
     logits = model.predict_logits(unit.images, 4 * unit.batch_size, unit.device)
     sel = select_grids(
@@ -179,6 +187,7 @@ def prepare_grids(unit: Unit, cfg: GridPGConfig) -> PreparedGrids:
     info = {
         "preset": preset.name,
         "grid_size": n,
+        "vit_windows": preset.vit_windows if model.is_vit else "none",
         "smooth": preset.smoothing_kernel(unit.images.shape[-1]),
         "n_grids": int(sel.indices.shape[0]),
         "n_candidates": sel.n_candidates,
@@ -191,20 +200,22 @@ def prepare_grids(unit: Unit, cfg: GridPGConfig) -> PreparedGrids:
 def evaluate(unit: Unit, cfg: GridPGConfig) -> MetricResult:
     """Every cell of this shard's grids, explained on its grid and scored; ids = grid * N^2 + cell."""
     prep = unit.per_model(("gridpg", cfg), lambda: prepare_grids(unit, cfg))
-    preset = get_preset(cfg.preset)
+    preset = cfg.effective_preset()
     n = prep.info["grid_size"]
+    # GradCAM's maps are coarse already: TPAMI Sec. 4 smooths every method except GradCAM.
+    info = {**prep.info, "smooth": 1 if unit.method.capabilities.coarse else prep.info["smooth"]}
     g = unit.take(len(prep.grids)).to(prep.grids.device)
     if len(g) == 0:  # zero grids (or none left for this shard) are recorded as zero grids
-        return MetricResult.empty(prep.info, "gridpg")
+        return MetricResult.empty(info, "gridpg")
     maps = unit.timed_explanation(
         "gridpg",
         lambda: gridpg_maps(
             unit.explain, prep.grids[g], prep.labels[g], preset, is_vit=unit.model.is_vit, chunk_size=unit.batch_size
         ),
     )
-    scores = grid_pointing_game(maps, n, tiling=preset.tiling, smooth=prep.info["smooth"], zero_mass=preset.zero_mass)
+    scores = grid_pointing_game(maps, n, tiling=preset.tiling, smooth=info["smooth"], zero_mass=preset.zero_mass)
     ids = (g.view(-1, 1) * n * n + torch.arange(n * n, device=g.device)).reshape(-1)
-    return MetricResult(scores.values.reshape(-1), scores.undefined.reshape(-1), ids, prep.info, "gridpg")
+    return MetricResult(scores.values.reshape(-1), scores.undefined.reshape(-1), ids, info, "gridpg")
 
 
 def example(unit: Unit, cfg: GridPGConfig) -> Example:
@@ -215,7 +226,7 @@ def example(unit: Unit, cfg: GridPGConfig) -> Example:
     label = int(unit.labels[first[0]])
     grid = unit.model.encode(image.unsqueeze(0)).to(unit.device)
     target = torch.tensor([[label]], device=unit.device)
-    maps = gridpg_maps(unit.explain, grid, target, get_preset(cfg.preset), is_vit=unit.model.is_vit, grid_size=2)
+    maps = gridpg_maps(unit.explain, grid, target, cfg.effective_preset(), is_vit=unit.model.is_vit, grid_size=2)
     return Example(image, maps[0, 0].cpu(), label, f"class {label} (top-left cell) explained on the same grid")
 
 

@@ -58,11 +58,14 @@ class GridPGPreset:
         return self.grid_size_vit if is_vit else self.grid_size_cnn
 
     def smoothing_kernel(self, cell_size: int) -> int:
-        """Kernel for ``cell_size`` px cells: ``smooth`` if set, else TPAMI's 15 at 224 px scaled
-        to the cell size and rounded down to an odd size (224 -> 15, 112 -> 7, 32 -> 1)."""
+        """Kernel for ``cell_size`` px cells: ``smooth`` if set, else TPAMI Sec. 4's two anchors,
+        15 x 15 at 224 px (ImageNet) and 3 x 3 at 32 px (CIFAR-10), interpolated linearly in the
+        cell size and rounded to the nearest odd size (224 -> 15, 112 -> 9, 64 -> 5, 32 and 28 -> 3,
+        8 px or less -> 1)."""
         if self.smooth is not None:
             return self.smooth
-        return max(1, 2 * math.floor((15 * cell_size / 224 - 1) / 2) + 1)
+        k = 3 + 12 * (cell_size - 32) / (224 - 32)
+        return max(1, 2 * math.floor((k - 1) / 2 + 0.5) + 1)
 
 
 GRIDPG_PRESETS: Registry[GridPGPreset] = Registry("GridPG preset")
@@ -75,10 +78,11 @@ BCOS_V2 = GridPGPreset(
     seed=42,
     smooth=None,
     zero_mass="zero",
-    vit_windows="none",
+    vit_windows="sum-padded",
     grid_size_cnn=3,
     grid_size_vit=2,
-    description="B-cos v2 (TPAMI): confidence-sorted correct images, column-major, smoothing, whole grid in one pass",
+    description="B-cos v2 (TPAMI): confidence-sorted correct images, column-major, smoothing (not GradCAM); "
+    "ViTs on cell-size windows at stride half a cell (TPAMI Sec. 4), zero-padded so every pixel is covered 4 times",
 )
 for _preset in (
     BCOS_V2,
@@ -86,8 +90,8 @@ for _preset in (
         BCOS_V2,
         name="bcosification",
         vit_windows="sum-padded",
-        description="B-cosification (NeurIPS 2024): as bcos-v2; ViTs on cell-size windows, stride half a cell, "
-        "zero padding, window maps summed",
+        description="B-cosification (NeurIPS 2024, its code): as bcos-v2; ViTs on cell-size windows, stride half "
+        "a cell, zero padding, window maps summed",
     ),
     GridPGPreset(
         name="aloe",

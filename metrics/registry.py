@@ -8,7 +8,7 @@ the package, e.g. in a suite's ``plugins`` module).
 from __future__ import annotations
 
 from faithbench.registry import Registry
-from metrics import complexity, deletion, erasure, gridpg, seqpg
+from metrics import completeness, complexity, deletion, erasure, gridpg, seqpg
 from metrics.spec import MetricSpec
 
 METRICS: Registry[MetricSpec] = Registry("metric")
@@ -28,5 +28,6 @@ for _spec in (
     complexity.ENTROPY,
     complexity.ENTROPY_NORMALISED,
     complexity.GINI,
+    completeness.SPEC,
 ):
     register_metric(_spec)

@@ -80,6 +80,8 @@ class MetricSpec:
         plot: ``bar`` (per-sample scores by method and model) or ``curve`` (mean curve per method).
         curve_label: x-axis label of the curve plot.
         example: hook ``example(unit, config) -> Example`` for the report's panel.
+        applies: hook ``applies(unit) -> reason | None``: why the metric does not apply to a
+            unit's method (no row is written for that unit), or None when it does.
     """
 
     name: str
@@ -96,6 +98,7 @@ class MetricSpec:
     curve_label: str = ""
     example: Callable[[Unit, Any], Example] | None = None
     unavailable: str = ""
+    applies: Callable[[Unit], str | None] | None = None
 
     def availability(self, modality: str) -> str | None:
         """Why the metric cannot run in a suite of ``modality`` (None: it can). ``list`` and ``run`` both use it."""
@@ -117,7 +120,7 @@ class Unit:
         rank, world: this process's shard: items i with i % world == rank.
         model_cache: shared by every unit of the same model (e.g. its GridPG grids).
         cache: shared by the metrics of this unit (e.g. the sample explanations).
-        explain_time: seconds spent explaining, by explanation key.
+        explain_time: seconds spent explaining, by explanation key (each key its own increment).
     """
 
     model: ModelAdapter
@@ -174,10 +177,50 @@ class Unit:
 
         return self.per_model("samples", load)
 
-    def sample_maps(self) -> Tensor:
-        """The method's maps of :meth:`samples` for their labels, explained ``batch_size`` at a time."""
+    def sample_targets(self, target: str = "label") -> Tensor:
+        """The classes explained for :meth:`samples`: their ``label`` or the model's ``predicted`` class."""
+        x, labels, _ = self.samples()
+        if target == "label":
+            return labels
+        if target != "predicted":
+            raise ValueError(f"unknown target {target!r}; valid: label, predicted")
+
+        def predict() -> Tensor:
+            b = 4 * self.batch_size
+            with torch.no_grad():
+                return torch.cat([self.model.module(x[s : s + b]).argmax(dim=1) for s in range(0, len(x), b)])
+
+        return self.per_model("predicted", predict)
+
+    def sample_maps(self, target: str = "label") -> Tensor:
+        """The method's maps of :meth:`samples` for their labels (or predicted classes), ``batch_size`` at a time.
+
+        Maps for the predicted classes reuse the label maps wherever prediction and label agree and
+        explain only the other samples (methods are batch-invariant, tested), so the explain time of
+        ``samples:predicted`` is that of the label maps plus the re-explained samples.
+        """
         x, t, _ = self.samples()
         b = self.batch_size
-        return self.timed_explanation(
-            "samples", lambda: torch.cat([self.explain(x[s : s + b], t[s : s + b]) for s in range(0, len(x), b)])
-        )
+
+        def explain_all(inputs: Tensor, targets: Tensor) -> Tensor:
+            return torch.cat([self.explain(inputs[s : s + b], targets[s : s + b]) for s in range(0, len(inputs), b)])
+
+        labels_maps = self.timed_explanation("samples", lambda: explain_all(x, t))
+        if target == "label":
+            return labels_maps
+        predicted = self.sample_targets(target)
+        differ = (predicted != t).nonzero().flatten()
+
+        def splice() -> Tensor:
+            maps = labels_maps.clone()
+            if len(differ):
+                maps[differ] = explain_all(x[differ], predicted[differ])
+            return maps
+
+        return self.timed_explanation(f"samples:{target}", splice)
+
+    def explanation_seconds(self, key: str) -> float:
+        """Wall time of the explanation ``key``, including the explanation it derives from
+        (``samples:predicted`` builds on ``samples``)."""
+        base = key.split(":")[0]
+        return self.explain_time.get(key, 0.0) + (self.explain_time.get(base, 0.0) if base != key else 0.0)

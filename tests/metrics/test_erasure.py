@@ -3,7 +3,11 @@
 import pytest
 import torch
 
-from metrics.erasure import ERASURE_SUMMARIES, comprehensiveness_sufficiency
+from attributions import get_method
+from metrics.erasure import COMPREHENSIVENESS, ERASURE_SUMMARIES, ErasureConfig, comprehensiveness_sufficiency
+from metrics.spec import Unit
+from models.adapter import ModelAdapter
+from models.encoding import normalized
 from tests.helpers import AdditiveImageModel, AdditiveTokenModel, small_cnn
 
 # Token values: mask id 0 is worth 0; ids 1..4 are worth 4, 3, 2, 1.
@@ -167,3 +171,26 @@ def test_summary_presets_match_the_protocol():
     assert ERASURE_SUMMARIES["eraser"].fractions == (0.01, 0.05, 0.1, 0.2, 0.5)
     assert ERASURE_SUMMARIES["bcos-lm"].fractions == pytest.approx([0.1 * i for i in range(1, 10)])
     assert ERASURE_SUMMARIES["bcos-lm"].mask_special_in_sufficiency
+
+
+def test_predicted_target_reuses_the_label_maps_and_explains_only_the_other_samples():
+    model = ModelAdapter("cnn", "standard", small_cnn(classes=4), normalized((0.5,), (0.5,)), 4, (8, 8))
+    images = torch.rand(10, 1, 8, 8, generator=torch.Generator().manual_seed(3))
+    predicted = model.module(model.encode(images)).argmax(1)
+    labels = predicted.clone()
+    labels[[1, 4, 7]] = (labels[[1, 4, 7]] + 1) % 4  # three samples the model gets "wrong"
+    method = get_method("input_x_gradient")
+    seen = []
+    unit = Unit(model, method, images, labels, torch.arange(10), 4, torch.device("cpu"))
+    unit.explain = lambda x, t: (seen.append(len(x)), method.attribute(model, x, t))[1]
+    maps = unit.sample_maps("predicted")
+    assert seen == [4, 4, 2, 3]  # the label maps in batches of 4, then only the 3 mispredicted samples
+    torch.testing.assert_close(maps, method.attribute(model, model.encode(images), predicted))
+    torch.testing.assert_close(unit.sample_targets("predicted"), predicted)
+    assert set(unit.explain_time) == {"samples", "samples:predicted"}
+    res = COMPREHENSIVENESS.evaluate(unit, ErasureConfig())
+    assert res.params["target"] == "predicted" and res.explained == "samples:predicted"
+    assert (
+        unit.explanation_seconds("samples:predicted")
+        == unit.explain_time["samples"] + unit.explain_time["samples:predicted"]
+    )

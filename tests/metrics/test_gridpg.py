@@ -257,7 +257,7 @@ def test_presets_match_the_protocol_table():
         "column-major",
         "confidence",
         "zero",
-        "none",
+        "sum-padded",  # TPAMI Sec. 4 evaluates ViTs with sliding windows
     )
     assert (bf.tiling, bf.vit_windows) == ("column-major", "sum-padded")
     assert (aloe.tiling, aloe.selection, aloe.zero_mass, aloe.vit_windows, aloe.threshold) == (
@@ -267,7 +267,8 @@ def test_presets_match_the_protocol_table():
         "mean-unpadded",
         0.95,
     )
-    assert v2.smoothing_kernel(224) == 15 and v2.smoothing_kernel(32) == 1 and v2.smoothing_kernel(112) == 7
+    # TPAMI Sec. 4: 15 x 15 at 224 px, 3 x 3 at 32 px; linear in between, nearest odd size.
+    assert [v2.smoothing_kernel(s) for s in (224, 112, 64, 32, 28, 8)] == [15, 9, 5, 3, 3, 1]
     assert aloe.smoothing_kernel(224) == 1
     assert (v2.grid_size(False), v2.grid_size(True), aloe.grid_size(False)) == (3, 2, 2)
 

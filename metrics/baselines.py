@@ -1,0 +1,105 @@
+"""What removed pixels become in deletion, insertion and comprehensiveness/sufficiency.
+
+The baseline is defined in *image space* (images in [0, 1]) and then encoded the way each model
+encodes its input, so that every model family sees the same change of the image: a mean/std
+normalised model and a B-cos [x, 1 - x] model both see a pixel turn into, say, the data set's mean
+colour. Kinds:
+
+* ``mean``  -- the per-channel mean colour of the evaluation images (default);
+* ``value`` -- a constant pixel value ``value`` (0 = black);
+* ``blur``  -- the image itself, Gaussian-blurred with sigma = ``blur_sigma`` x image side
+  (0.045 gives sigma 10 px at 224 px, Fong & Vedaldi's blur);
+* ``model-input-zero`` -- 0 in model-input space (ALOE's code): grey for a normalised model, the
+  impossible [0, 0] pair for a B-cos model, grey again after a B-cosified model's layer 0. Kept
+  to reproduce that code; it compares unlike image changes across model families.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from torchvision.transforms.functional import gaussian_blur
+
+from metrics._checks import check_choice
+from metrics.spec import Unit
+
+BASELINES = ("mean", "value", "blur", "model-input-zero")
+
+
+def image_baseline(images: Tensor, kind: str, *, value: float = 0.0, blur_sigma: float = 0.045) -> Tensor:
+    """The baseline image(s) in [0, 1] for ``images`` (B, c, H, W) in [0, 1].
+
+    Returns (1, c, 1, 1) for ``mean`` and ``value`` (the same for every sample) and (B, c, H, W)
+    for ``blur``. ``model-input-zero`` has no image-space form (see :func:`removal_baseline`).
+    """
+    check_choice(kind, "baseline", BASELINES[:3])
+    if images.dim() != 4:
+        raise ValueError(f"images must be (B, c, H, W) in [0, 1], got shape {tuple(images.shape)}")
+    if kind == "mean":
+        return images.mean(dim=(0, 2, 3), keepdim=True)
+    if kind == "value":
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"baseline value must be a pixel value in [0, 1], got {value}")
+        return torch.full((1, images.shape[1], 1, 1), float(value), dtype=images.dtype, device=images.device)
+    if not blur_sigma > 0:
+        raise ValueError(f"blur_sigma must be > 0 (a fraction of the image side), got {blur_sigma}")
+    sigma = blur_sigma * max(images.shape[-2:])
+    size = 2 * math.ceil(3 * sigma) + 1  # +-3 sigma
+    size = min(size, 2 * (min(images.shape[-2:]) // 2) - 1)  # torchvision: kernel smaller than the image
+    return gaussian_blur(images, [size, size], [sigma, sigma])
+
+
+def removal_baseline(
+    encode: Callable[[Tensor], Tensor],
+    images: Tensor,
+    all_images: Tensor,
+    kind: str,
+    *,
+    value: float = 0.0,
+    blur_sigma: float = 0.045,
+) -> Tensor | float:
+    """The baseline in model-input space for the samples ``images`` (B, c, H, W) in [0, 1].
+
+    ``encode`` maps images to model input; ``all_images`` are the evaluation images (the ``mean``
+    colour is theirs, so it is the same for every model and every shard). Returns a tensor
+    broadcastable to the encoded samples ((1, C, 1, 1), or (B, C, H, W) per sample), or 0.0 for
+    ``model-input-zero``.
+    """
+    check_choice(kind, "baseline", BASELINES)
+    if kind == "model-input-zero":
+        return 0.0
+    source = all_images if kind == "mean" else images
+    return encode(image_baseline(source, kind, value=value, blur_sigma=blur_sigma))
+
+
+@dataclass(frozen=True)
+class BaselineConfig:
+    """The baseline parameters shared by the ``[deletion]`` and ``[erasure]`` tables."""
+
+    baseline: str = "mean"  # mean | value | blur | model-input-zero (see metrics.baselines)
+    baseline_value: float = 0.0  # pixel value in [0, 1] for baseline = "value"
+    blur_sigma: float = 0.045  # Gaussian sigma as a fraction of the image side, for baseline = "blur"
+
+    def __post_init__(self) -> None:
+        check_choice(self.baseline, "baseline", BASELINES)
+        if not 0.0 <= self.baseline_value <= 1.0:
+            raise ValueError(f"baseline_value must be a pixel value in [0, 1], got {self.baseline_value}")
+        if not self.blur_sigma > 0:
+            raise ValueError(f"blur_sigma must be > 0 (a fraction of the image side), got {self.blur_sigma}")
+
+
+def unit_baseline(unit: Unit, cfg: BaselineConfig, ids: Tensor) -> Tensor | float:
+    """The removal baseline of the unit's samples ``ids``, in the unit's model-input space, on its device."""
+    base = removal_baseline(
+        unit.model.encode,
+        unit.images[ids.cpu()],
+        unit.images,
+        cfg.baseline,
+        value=cfg.baseline_value,
+        blur_sigma=cfg.blur_sigma,
+    )
+    return base.to(unit.device) if isinstance(base, Tensor) else base
