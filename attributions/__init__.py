@@ -14,7 +14,7 @@ from attributions.gradients import (
     IntegratedGradients,
 )
 from attributions.lrp import LRP
-from attributions.native import NativeExplanation
+from attributions.native import NativeExplanation, NativeNormalisedInput
 from attributions.perturbation import Lime, ShapleySampling
 from attributions.rollout import AttentionRollout
 from faithbench.registry import Registry
@@ -30,6 +30,7 @@ def register_method(cls: type[AttributionMethod]) -> type[AttributionMethod]:
 
 for _cls in (
     NativeExplanation,
+    NativeNormalisedInput,
     Gradient,
     InputXGradient,
     IntegratedGradients,

@@ -40,3 +40,15 @@ class NativeExplanation(AttributionMethod):
             return model.explain_native(inputs, targets)
         normalise, rest = parts
         return input_x_gradient(rest, normalise(inputs), targets, explanation=True)
+
+
+class NativeNormalisedInput(NativeExplanation):
+    """``native`` with ``wrt = "normalised-input"``, under its own name so a suite can run both."""
+
+    name = "native_normalised"
+    description = "W(x)x of the normalised input: complete for B-cosified / ALOE models (sums to the logit)"
+    defaults: ClassVar[dict] = {"wrt": "normalised-input"}
+
+    def _check(self, model: ModelAdapter) -> None:
+        if split_input_normalization(model.module) is None:
+            self._unsupported(model, "it has no input-normalisation layer 0, so this equals 'native'")

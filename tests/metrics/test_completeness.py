@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from attributions import get_method
+from attributions import UnsupportedMethodError, get_method
 from metrics.completeness import applies, completeness_gap, evaluate
 from metrics.spec import NoConfig, Unit
 from models.adapter import ModelAdapter
@@ -63,3 +63,16 @@ def test_methods_without_a_claim_get_no_row():
     assert "no completeness claim" in applies(unit_for(model, get_method("gradient")))
     assert applies(unit_for(model, get_method("integrated_gradients"))) is None
     assert applies(unit_for(model, get_method("lrp"))) is None
+
+
+def test_native_normalised_is_native_wrt_the_normalised_input_and_refuses_models_without_one():
+    model = bcosified()
+    x = model.encode(torch.rand(3, 1, 28, 28, generator=GEN))
+    t = torch.tensor([0, 1, 2])
+    torch.testing.assert_close(
+        get_method("native_normalised").attribute(model, x, t),
+        get_method("native", wrt="normalised-input").attribute(model, x, t),
+    )
+    plain = ModelAdapter("bcos", "bcos", small_cnn(in_channels=2), bcos_inverse(1), 4, (8, 8))
+    with pytest.raises(UnsupportedMethodError, match="no input-normalisation layer 0, so this equals 'native'"):
+        get_method("native_normalised").check(plain)
