@@ -61,19 +61,13 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_zoo(args: argparse.Namespace) -> int:
-    import time
-
+    from bench.zoo_report import LEGEND, zoo_rows, zoo_table
     from models import zoo
 
     names = zoo.RECIPES.check(args.models or list(zoo.RECIPES), "zoo models")
-    rows = []
-    for name in names:
-        start = time.perf_counter()
-        _, info = zoo.build(name)
-        rows.append((name, zoo.RECIPES.get(name).family, info["test_accuracy"], time.perf_counter() - start))
-    sys.stdout.write(f"{'model':<22} {'family':<10} {'held-out acc':>12} {'seconds':>8}\n")
-    for name, family, acc, secs in rows:
-        sys.stdout.write(f"{name:<22} {family:<10} {100 * acc:>11.1f}% {secs:>8.1f}\n")
+    sys.stdout.write(zoo_table(zoo_rows(list(names), n_grids=args.locality_grids)) + "\n")
+    if args.locality_grids:
+        sys.stdout.write(LEGEND + "\n")
     sys.stdout.write(f"checkpoints: {zoo.cache_dir()}\n")
     return 0
 
@@ -212,6 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
         "zoo", parents=[common], help="build (or load from cache) the offline model zoo and report accuracies"
     )
     p_zoo.add_argument("models", nargs="*", help="zoo models to build (default: all)")
+    p_zoo.add_argument(
+        "--locality-grids", type=int, default=50, help="grids of the locality check per model (0: skip it)"
+    )
     p_zoo.set_defaults(func=_cmd_zoo)
 
     p_run = sub.add_parser("run", parents=[common], help="run a suite (default: vision, the embedded offline default)")

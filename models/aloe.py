@@ -3,9 +3,12 @@
 Student S = ``bcosify(teacher)`` (B = 2, no biases, positional embedding kept). On unlabeled
 images, with L transformer blocks and aligned depths D = {floor(L/3), floor(2L/3), L}:
 
-    loss = lambda_g (1 - cos(pool_S, pool_T))
-         + lambda_l mean_{d in D, tokens} (1 - cos(tok_S^d, tok_T^d))
+    loss = lambda_g mean_batch (1 - cos(pool_S, pool_T))
+         + lambda_l sum_{d in D} mean_{batch, tokens} (1 - cos(tok_S^d, tok_T^d))
          + alpha sum_layers (||W_T||_F - ||W_S||_F)^2
+
+The local term sums over the aligned depths, as ALOE Eq. 4 and its code do
+(``local_reduction="sum"``, the default); ``"mean"`` averages them instead (weight 1 / |D|).
 
 pool = mean-pooled final tokens (SimpleViT has no [CLS]). AdamW without weight decay, cosine
 schedule, gradient-norm clipping at 1.0, early stopping on the held-out alignment loss. A B-cos
@@ -24,11 +27,16 @@ from einops import rearrange
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from faithbench.errors import check_choice
+
+LOCAL_REDUCTIONS = ("sum", "mean")
+
 
 @dataclass(frozen=True)
 class AlignmentConfig:
     lambda_global: float = 1.0
     lambda_local: float = 1.0
+    local_reduction: str = "sum"  # over the aligned depths: "sum" (ALOE Eq. 4) or "mean"
     alpha_weight_norm: float = 0.0  # the released ALOE code has no weight-norm term
     lr: float = 1e-3
     max_epochs: int = 20
@@ -37,6 +45,9 @@ class AlignmentConfig:
     patience: int = 3
     holdout_fraction: float = 0.1
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_choice(self.local_reduction, "local_reduction", LOCAL_REDUCTIONS)
 
 
 def aligned_depths(n_blocks: int) -> list[int]:
@@ -74,7 +85,7 @@ def alignment_loss(
     depths = aligned_depths(len(t_states))
     local = torch.stack([(1 - F.cosine_similarity(s_states[d - 1], t_states[d - 1], dim=-1)).mean() for d in depths])
     loss = cfg.lambda_global * (1 - F.cosine_similarity(s_pool, t_pool, dim=-1)).mean()
-    loss = loss + cfg.lambda_local * local.mean()
+    loss = loss + cfg.lambda_local * (local.sum() if cfg.local_reduction == "sum" else local.mean())
     if cfg.alpha_weight_norm:
         tw, sw = _linear_weights(teacher), _linear_weights(student[1])
         pairs = [(tw[k], sw[k]) for k in tw if k in sw and tw[k].shape == sw[k].shape]

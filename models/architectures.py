@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 import warnings
+from functools import partial
 from importlib.resources import files
 
 import torch
 from bcos.models.vit import SimpleViT
-from bcos.modules import BcosConv2d, LogitLayer
-from bcos.modules.norms import BatchNormUncentered2d, NoBias
+from bcos.modules import BcosConv2d, BcosLinear, LogitLayer
+from bcos.modules.norms import BatchNormUncentered2d, DetachableLayerNorm, NoBias
 from torch import Tensor, nn
 
 
@@ -58,11 +59,39 @@ def ccexam_mnist_cnn() -> ConvDigitNet:
     return net.eval()
 
 
-def bcos_digit_cnn(in_channels: int = 2, num_classes: int = 10) -> nn.Sequential:
-    """A B-cos CNN (B = 2, bias-free uncentred BatchNorm, no ReLU, logit bias -log(C - 1))."""
+class GapDigitNet(nn.Module):
+    """A standard CNN with a global-average-pooled head: conv features -> GAP -> linear.
+
+    features: conv3x3(32) ReLU conv3x3(32) ReLU maxpool conv3x3(64) ReLU conv3x3(64) ReLU maxpool
+    conv3x3(128) ReLU (receptive field 24 px, less than a 28 px digit); head: the mean over positions,
+    then Linear(128, C). Any input size; on a GridPG grid each position's features see one cell.
+    """
+
+    def __init__(self, in_channels: int = 1, num_classes: int = 10) -> None:
+        super().__init__()
+        conv = partial(nn.Conv2d, kernel_size=3, padding=1)
+        self.features = nn.Sequential(
+            *(conv(in_channels, 32), nn.ReLU(), conv(32, 32), nn.ReLU(), nn.MaxPool2d(2)),
+            *(conv(32, 64), nn.ReLU(), conv(64, 64), nn.ReLU(), nn.MaxPool2d(2)),
+            *(conv(64, 128), nn.ReLU()),
+        )
+        self.pool = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.head = nn.Linear(128, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.head(self.pool(self.features(x)))
+
+
+def bcos_digit_cnn(in_channels: int = 2, num_classes: int = 10, *, b: float = 2, max_out: int = 1) -> nn.Sequential:
+    """A B-cos CNN (bias-free uncentred BatchNorm, no ReLU, logit bias -log(C - 1)).
+
+    ``b`` is every layer's B; ``max_out=2`` makes every unit the maximum of 2 B-cos units (TPAMI
+    Sec. 3.3.1, the networks of its B ablation, Fig. 5: with MaxOut, B = 1 is piece-wise linear
+    instead of linear).
+    """
 
     def block(cin: int, cout: int, k: int = 3, pad: int = 1) -> list[nn.Module]:
-        return [BcosConv2d(cin, cout, k, padding=pad, b=2), NoBias(BatchNormUncentered2d)(cout)]
+        return [BcosConv2d(cin, cout, k, padding=pad, b=b, max_out=max_out), NoBias(BatchNormUncentered2d)(cout)]
 
     return nn.Sequential(
         *block(in_channels, 32),
@@ -72,7 +101,7 @@ def bcos_digit_cnn(in_channels: int = 2, num_classes: int = 10) -> nn.Sequential
         *block(64, 64),
         nn.AvgPool2d(2),
         *block(64, 128, 7, 0),
-        BcosConv2d(128, num_classes, 1, b=2),
+        BcosConv2d(128, num_classes, 1, b=b),
         nn.AdaptiveAvgPool2d(1),
         nn.Flatten(),
         LogitLayer(logit_bias=-math.log(num_classes - 1)),
@@ -97,3 +126,25 @@ def digit_vit(channels: int = 1, num_classes: int = 10, *, depth: int = 6, dim: 
             norm_layer=nn.LayerNorm,
             act_layer=nn.GELU,
         )
+
+
+def bcos_digit_vit(channels: int = 2, num_classes: int = 10, *, depth: int = 6, dim: int = 64) -> nn.Sequential:
+    """A B-cos ViT as TPAMI's (the ``bcos`` package's ImageNet ``vit_final`` B-cos config): SimpleViT
+    on the [x, 1 - x] input with B-cos linear layers (B = 2), bias-free detachable LayerNorm, no MLP
+    activation, plain q/k/v, and the logit bias -log(C - 1); the geometry of :func:`digit_vit`."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        vit = SimpleViT(
+            image_size=28,
+            patch_size=7,
+            num_classes=num_classes,
+            dim=dim,
+            depth=depth,
+            heads=4,
+            mlp_dim=2 * dim,
+            channels=channels,
+            linear_layer=partial(BcosLinear, b=2, max_out=1),
+            norm_layer=NoBias(DetachableLayerNorm),
+            act_layer=nn.Identity,
+        )
+    return nn.Sequential(vit, LogitLayer(logit_bias=-math.log(num_classes - 1)))

@@ -47,13 +47,15 @@ def train_classifier(
     batch_size: int = 64,
     params: list[nn.Parameter] | None = None,
     shift: int = 0,
+    canvas: int = 0,
     desc: str = "train",
 ) -> None:
     """Adam, cosine schedule, shuffled mini-batches drawn from a seeded generator.
 
     ``loss="bce"`` is one-hot binary cross-entropy on every logit (B-cos models); ``params``
     restricts training to a subset (linear probes); ``shift`` > 0 augments with random
-    translations of up to that many pixels (zero fill).
+    translations of up to that many pixels (zero fill); ``canvas`` > 0 places every image at a
+    random position (the whole image visible) on a black ``canvas`` x ``canvas`` image first.
     """
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
@@ -68,6 +70,8 @@ def train_classifier(
             for start in range(0, len(order), batch_size):
                 idx = order[start : start + batch_size]
                 images = data.images[idx]
+                if canvas:
+                    images = random_placement(images, canvas, gen)
                 if shift:
                     images = random_shift(images, shift, gen)
                 logits = module(encode(images))
@@ -94,6 +98,16 @@ def random_shift(images: Tensor, max_shift: int, gen: torch.Generator) -> Tensor
     out = padded.gather(2, rows)
     cols = (dx.view(n, 1) + torch.arange(w)).view(n, 1, 1, w).expand(n, images.shape[1], h, w)
     return out.gather(3, cols)
+
+
+def random_placement(images: Tensor, canvas: int, gen: torch.Generator) -> Tensor:
+    """Each image (N, C, h, w) pasted at a random position of a black ``canvas`` x ``canvas`` image."""
+    n, c, h, w = images.shape
+    if canvas < max(h, w):
+        raise ValueError(f"a {canvas} px canvas cannot hold {h} x {w} images")
+    pad_h, pad_w = canvas - h, canvas - w
+    padded = F.pad(images, (pad_w // 2, pad_w - pad_w // 2, pad_h // 2, pad_h - pad_h // 2))
+    return random_shift(padded, max(pad_h, pad_w) // 2, gen) if max(pad_h, pad_w) > 1 else padded
 
 
 def accuracy(module: nn.Module, encode: Encode, data: Split) -> float:

@@ -136,3 +136,22 @@ def test_run_help_describes_every_option():
     for name, p in sub.choices.items():
         for action in p._actions:
             assert action.help, f"`{name} {'/'.join(action.option_strings) or action.dest}` has no help text"
+
+
+def test_zoo_command_shows_accuracy_and_the_locality_check(capsys):
+    assert main(["zoo", "cnn_mnist", "--locality-grids", "3"]) == 0
+    out = capsys.readouterr().out
+    header, row = out.splitlines()[:2]
+    assert header.split()[-3:] == ["cells", "positive", "wins"]
+    fields = row.split()
+    assert fields[:2] == ["cnn_mnist", "standard"] and fields[-3] == "27"  # 3 grids x 9 cells
+    assert all(f.endswith("%") for f in fields[-2:]) and "blanked to black" in out
+
+
+def test_zoo_table_marks_what_was_not_measured():
+    from bench.zoo_report import ZooRow, zoo_table
+
+    table = zoo_table([ZooRow("m", "bcos", 0.5, None, 1.25), ZooRow("n", "aloe", 0.975, 61.0, 0.5, 0.25, 1.0, 36)])
+    first, second = table.splitlines()[1:]
+    assert first.split() == ["m", "bcos", "50.0%", "-", "1.2", "-", "-", "-"]
+    assert second.split() == ["n", "aloe", "97.5%", "61", "0.5", "36", "25.0%", "100.0%"]

@@ -1,0 +1,82 @@
+"""``python -m bench zoo``: build or load the offline zoo; per model its accuracy and the locality check.
+
+The locality check (:mod:`models.locality`) asks whether a model classifies the cells of a grid of
+distinct-class digits locally, as the grid pointing game assumes: 3 x 3 grids for CNNs, 2 x 2 for
+ViTs (which see cell-size windows at stride half a cell). ``positive``: share of cells whose class
+logit on the grid, minus the model's logit bias, is positive; ``wins``: share of cells whose class is
+the model's argmax on the grid with every other cell blanked to black.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ZooRow:
+    name: str
+    family: str
+    accuracy: float
+    build_seconds: float | None  # from the checkpoint (None for checkpoints built before it was recorded)
+    load_seconds: float
+    positive: float | None = None
+    wins: float | None = None
+    n_cells: int = 0
+
+
+def zoo_rows(names: list[str], *, n_grids: int = 50, seed: int = 0) -> list[ZooRow]:
+    """Build or load every zoo model in ``names``; run the locality check on ``n_grids`` grids (0 = skip)."""
+    from models import load_model
+    from models.data import mnist_splits
+    from models.locality import locality
+
+    _, test = mnist_splits()
+    rows = []
+    for name in names:
+        start = time.perf_counter()
+        model = load_model(name)
+        loaded = time.perf_counter() - start
+        row = ZooRow(name, model.family, model.info["test_accuracy"], model.info.get("build_seconds"), loaded)
+        if n_grids:
+            check = locality(
+                model.predict_logits,
+                test.images,
+                test.labels,
+                grid_size=2 if model.is_vit else 3,
+                n_grids=n_grids,
+                logit_bias=model.logit_bias,
+                window=model.input_size[0] if model.is_vit else None,
+                seed=seed,
+            )
+            row = ZooRow(**{**row.__dict__, "positive": check.positive, "wins": check.wins, "n_cells": check.n_cells})
+        rows.append(row)
+    return rows
+
+
+def zoo_table(rows: list[ZooRow]) -> str:
+    """The rows as a fixed-width text table."""
+
+    def pct(v: float | None) -> str:
+        return "-" if v is None else f"{100 * v:.1f}%"
+
+    width = max(22, *(len(r.name) + 1 for r in rows))
+    lines = [
+        f"{'model':<{width}} {'family':<10} {'held-out acc':>12} {'built in s':>10} {'loaded in s':>11} "
+        f"{'grid cells':>10} {'positive':>9} {'wins':>7}"
+    ]
+    for r in rows:
+        built = "-" if r.build_seconds is None else f"{r.build_seconds:.0f}"
+        lines.append(
+            f"{r.name:<{width}} {r.family:<10} {100 * r.accuracy:>11.1f}% {built:>10} {r.load_seconds:>11.1f} "
+            f"{r.n_cells or '-':>10} {pct(r.positive):>9} {pct(r.wins):>7}"
+        )
+    return "\n".join(lines)
+
+
+LEGEND = (
+    "locality check (grids of distinct-class digits the model gets right alone; 3x3 for CNNs, 2x2 for ViTs "
+    "seen through cell-size windows at stride half a cell):\n"
+    "  positive = the cell's class logit on the grid, minus the logit bias, is > 0\n"
+    "  wins     = the cell's class is the argmax on the grid with every other cell blanked to black"
+)

@@ -1,0 +1,271 @@
+"""The offline zoo's recipes: every model is one ``Recipe`` entry in ``RECIPES`` below.
+
+A recipe's ``params`` are hashed into its checkpoint name (see :mod:`models.zoo`), so they hold
+every setting its training reads. Families of recipes share code through factories:
+:func:`from_scratch` (train a fresh architecture), :func:`bcosified` (B-cosify a trained zoo model and
+fine-tune it with BCE; params record every deviation from the B-cosification recipe's B = 2 and
+removed biases) and :func:`bcos_cnn` (from-scratch B-cos CNNs of any B, with or without MaxOut).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from functools import partial
+
+from torch import nn
+
+from faithbench.registry import Registry
+from models.aloe import AlignmentConfig, align
+from models.architectures import (
+    ConvDigitNet,
+    bcos_digit_cnn,
+    ccexam_mnist_cnn,
+    digit_vit,
+)
+from models.bcosify import bcosify
+from models.data import MNIST_MEAN, MNIST_STD, mnist_splits
+from models.encoding import InputEncoding, bcos_inverse, normalized
+from models.training import accuracy, train_classifier
+
+STANDARD = normalized(MNIST_MEAN, MNIST_STD)
+BCOS = bcos_inverse(1)
+BCE_LOGIT_BIAS = -math.log(9)  # -log(C - 1): the B-cos logit bias for 10 classes
+VIT_PATCHES = "to_patch_embedding.linear"  # the layer of a digit ViT that sees the image
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How to build one zoo model: an architecture, a way to train it, and its metadata."""
+
+    name: str
+    family: str
+    description: str
+    encoding: InputEncoding
+    architecture: Callable[[], nn.Module]
+    train: Callable[[nn.Module, dict[str, nn.Module], dict], dict]
+    params: dict = field(default_factory=dict)
+    depends: tuple[str, ...] = ()
+    is_vit: bool = False
+    activation: str = "softmax"
+    logit_bias: float = 0.0
+    conv_layer: str | None = None
+
+
+# --------------------------------------------------------------------------- training
+
+
+def _no_training(model: nn.Module, deps: dict, p: dict) -> dict:
+    return {}
+
+
+def _train_from_scratch(
+    model: nn.Module, deps: dict, p: dict, *, encoding: InputEncoding, loss: str, desc: str
+) -> dict:
+    train, _ = mnist_splits()
+    train_classifier(
+        model,
+        encoding,
+        train,
+        epochs=p["epochs"],
+        lr=p["lr"],
+        seed=p["seed"],
+        loss=loss,
+        shift=p.get("shift", 0),
+        canvas=p.get("canvas", 0),
+        desc=desc,
+    )
+    return {}
+
+
+def _bcosify(source: nn.Module, *, b: float, keep_bias: bool, first_layer: str | None) -> nn.Sequential:
+    return bcosify(
+        source,
+        image_channels=1,
+        mean=MNIST_MEAN,
+        std=MNIST_STD,
+        num_classes=10,
+        b=b,
+        keep_bias=keep_bias,
+        first_layer=first_layer,
+    )
+
+
+def _bcosified_train(model: nn.Module, deps: dict, p: dict, *, desc: str, **conversion) -> dict:
+    """Convert the (single) dependency with the recipe's conversion settings, then fine-tune with BCE."""
+    train, test = mnist_splits()
+    (source,) = deps.values()
+    model.load_state_dict(_bcosify(source, **conversion).state_dict())
+    before = accuracy(model, BCOS, test)
+    train_classifier(
+        model,
+        BCOS,
+        train,
+        epochs=p["epochs"],
+        lr=p["lr"],
+        seed=p["seed"],
+        loss="bce",
+        shift=p.get("shift", 0),
+        canvas=p.get("canvas", 0),
+        desc=desc,
+    )
+    return {"accuracy_before_finetuning": before}
+
+
+def _aloe_train(model: nn.Module, deps: dict, p: dict) -> dict:
+    train, _ = mnist_splits()
+    teacher = deps["vit_mnist"]
+    student = bcosify(teacher, image_channels=1, mean=MNIST_MEAN, std=MNIST_STD, first_layer=VIT_PATCHES)
+    log = align(
+        student,
+        teacher,
+        train.images,
+        teacher_encode=STANDARD,
+        student_encode=BCOS,
+        cfg=AlignmentConfig(**p["alignment"]),
+    )
+    model[0].load_state_dict(student[0].state_dict())
+    model[1].load_state_dict(student[1].state_dict())
+    # Linear probe: only the (B-cos) head learns, from labels, with BCE.
+    model.requires_grad_(False)
+    head = list(model[1].linear_head.parameters())
+    for q in head:
+        q.requires_grad_(True)
+    train_classifier(
+        model,
+        BCOS,
+        train,
+        epochs=p["probe_epochs"],
+        lr=p["probe_lr"],
+        seed=p["seed"],
+        loss="bce",
+        params=head,
+        desc="aloe probe",
+    )
+    model.requires_grad_(True)
+    return {"alignment": {k: v for k, v in log.items() if k != "log"}}
+
+
+# --------------------------------------------------------------------------- recipe factories
+
+
+def from_scratch(name: str, family: str, description: str, architecture: Callable[[], nn.Module], **kw) -> Recipe:
+    """A fresh ``architecture`` trained on the digits: CE for standard models, BCE (with the B-cos
+    encoding, activation and logit bias) for B-cos ones; ``kw``: ``params`` and Recipe fields."""
+    bcos = family == "bcos"
+    encoding = BCOS if bcos else STANDARD
+    train = partial(_train_from_scratch, encoding=encoding, loss="bce" if bcos else "ce", desc=name)
+    extra = {"activation": "sigmoid", "logit_bias": BCE_LOGIT_BIAS} if bcos else {}
+    return Recipe(name, family, description, encoding, architecture, train, **extra, **kw)
+
+
+def bcosified(
+    name: str,
+    source: str,
+    source_architecture: Callable[[], nn.Module],
+    description: str,
+    *,
+    epochs: int,
+    lr: float,
+    seed: int = 0,
+    shift: int = 0,
+    canvas: int = 0,
+    b: float = 2.0,
+    keep_bias: bool = False,
+    is_vit: bool = False,
+    conv_layer: str | None = None,
+) -> Recipe:
+    """``bcosify(source)`` with B = ``b`` (biases removed unless ``keep_bias``), fine-tuned with BCE."""
+    conversion = {"b": b, "keep_bias": keep_bias, "first_layer": VIT_PATCHES if is_vit else None}
+    params: dict = {"epochs": epochs, "lr": lr, "seed": seed}
+    # Only deviations from the B-cosification recipe are recorded, so the main recipes keep their hashes.
+    params |= {"shift": shift} if shift else {}
+    params |= {"canvas": canvas} if canvas else {}
+    params |= {"b": b} if b != 2.0 else {}
+    params |= {"keep_bias": True} if keep_bias else {}
+    return Recipe(
+        name,
+        "bcosified",
+        description,
+        BCOS,
+        lambda: _bcosify(source_architecture(), **conversion),
+        partial(_bcosified_train, desc=name, **conversion),
+        params=params,
+        depends=(source,),
+        is_vit=is_vit,
+        activation="sigmoid",
+        logit_bias=BCE_LOGIT_BIAS,
+        conv_layer=conv_layer,
+    )
+
+
+def bcos_cnn(name: str, *, b: float, max_out: int = 1, epochs: int = 4, lr: float = 1e-3, seed: int = 0) -> Recipe:
+    """A from-scratch B-cos CNN (:func:`bcos_digit_cnn`) with every layer's B = ``b``."""
+    params: dict = {"epochs": epochs, "lr": lr, "seed": seed}
+    params |= {"b": b} if b != 2 else {}
+    params |= {"max_out": max_out} if max_out != 1 else {}
+    unit = f", MaxOut {max_out}" if max_out > 1 else ""
+    return from_scratch(
+        name,
+        "bcos",
+        f"B-cos CNN (B = {b:g}{unit}, official bcos layers) trained from scratch {epochs} epochs, BCE",
+        partial(bcos_digit_cnn, b=b, max_out=max_out),
+        params=params,
+        conv_layer="9",
+    )
+
+
+# --------------------------------------------------------------------------- the zoo
+
+GAP_CNN = "cnn_gap_mnist"
+RECIPES: Registry[Recipe] = Registry("zoo model")
+for _recipe in (
+    Recipe(
+        "cnn_mnist",
+        "standard",
+        "pretrained MNIST CNN shipped in ccexam 1.0.0 (FC head as convolutions, same function)",
+        STANDARD,
+        ccexam_mnist_cnn,
+        _no_training,
+        params={"weights": "ccexam==1.0.0 weights/mnist.pth"},
+        conv_layer="features",
+    ),
+    bcos_cnn("bcos_cnn_mnist", b=2),
+    bcosified(
+        "bcosified_cnn_mnist",
+        "cnn_mnist",
+        ConvDigitNet,
+        "cnn_mnist B-cosified (B = 2, no biases, avg-pool) and fine-tuned 3 epochs with BCE",
+        epochs=3,
+        lr=1e-3,
+        conv_layer="1.features",
+    ),
+    from_scratch(
+        "vit_mnist",
+        "standard",
+        "ViT (6 blocks, dim 64, 7 px patches) trained from scratch; ALOE teacher",
+        digit_vit,
+        params={"epochs": 25, "lr": 2e-3, "seed": 0, "shift": 2},
+        is_vit=True,
+    ),
+    Recipe(
+        "aloe_vit_mnist",
+        "aloe",
+        "B-cosified copy of vit_mnist aligned label-free to it (ALOE), then a B-cos linear probe",
+        BCOS,
+        lambda: _bcosify(digit_vit(), b=2.0, keep_bias=False, first_layer=VIT_PATCHES),
+        _aloe_train,
+        params={
+            "alignment": asdict(AlignmentConfig(max_epochs=20, lr=1e-3, seed=0)),  # every field, so defaults count
+            "probe_epochs": 5,
+            "probe_lr": 1e-2,
+            "seed": 0,
+        },
+        depends=("vit_mnist",),
+        is_vit=True,
+        activation="sigmoid",
+        logit_bias=BCE_LOGIT_BIAS,
+    ),
+):
+    RECIPES.register(_recipe.name, _recipe)

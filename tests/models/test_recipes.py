@@ -1,0 +1,85 @@
+"""The zoo's new architectures, the canvas augmentation and the recipe factories (no training)."""
+
+import math
+
+import pytest
+import torch
+from bcos.common import explanation_mode
+from bcos.modules import BcosConv2d, BcosLinear
+from torch import nn
+
+from models import zoo
+from models.architectures import GapDigitNet, bcos_digit_cnn, bcos_digit_vit
+from models.bcosify import bcosify
+from models.data import MNIST_MEAN, MNIST_STD
+from models.encoding import bcos_inverse, normalized
+from models.recipes import RECIPES, bcos_cnn, bcosified
+from models.training import random_placement
+from tests.models.test_native import _LeafPositionalEmbedding, images
+
+
+def test_gap_cnn_takes_any_size_and_its_stage_one_rewrite_is_exact():
+    torch.manual_seed(0)
+    model = GapDigitNet().eval()
+    assert model(torch.rand(2, 1, 84, 84)).shape == (2, 10)
+    converted = bcosify(
+        model, image_channels=1, mean=MNIST_MEAN, std=MNIST_STD, b=1, keep_bias=True, avgpool_for_maxpool=False
+    )
+    x = images(3)
+    with torch.no_grad():
+        expected = model(normalized(MNIST_MEAN, MNIST_STD)(x))
+        torch.testing.assert_close(converted(bcos_inverse(1)(x)), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_bcos_cnn_sets_b_and_maxout_everywhere():
+    net = bcos_digit_cnn(b=1.5, max_out=2)
+    layers = [m for m in net.modules() if isinstance(m, BcosConv2d)]
+    assert {m.b for m in layers} == {1.5}
+    assert {m.max_out for m in layers[:-1]} == {2} and layers[-1].max_out == 1  # the class layer is plain
+    assert net(torch.rand(2, 2, 28, 28)).shape == (2, 10)
+
+
+def test_bcos_vit_is_the_tpami_config_and_complete_counting_the_positional_embedding():
+    torch.manual_seed(0)
+    model = bcos_digit_vit(depth=2, dim=32).eval()
+    assert all(m.b == 2 for m in model.modules() if isinstance(m, BcosLinear))
+    assert not [n for n, p in model.named_parameters() if n.endswith("bias")]
+    assert model[1].logit_bias == pytest.approx(-math.log(9))
+    pe = _LeafPositionalEmbedding(model[0].positional_embedding)
+    model[0].positional_embedding = pe
+    x = bcos_inverse(1)(images(1)).requires_grad_(True)
+    with explanation_mode(model):
+        logit = model(x)[0, 4]
+    gx, gpe = torch.autograd.grad(logit, [x, pe.value])
+    total = (x * gx).sum() + (pe.value * gpe).sum()
+    torch.testing.assert_close(total, (logit + math.log(9)).detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_random_placement_keeps_every_pixel_on_a_black_canvas():
+    x = torch.rand(16, 1, 28, 28)
+    out = random_placement(x, 56, torch.Generator().manual_seed(0))
+    assert out.shape == (16, 1, 56, 56)
+    torch.testing.assert_close(out.sum(dim=(1, 2, 3)), x.sum(dim=(1, 2, 3)))
+    first_rows = out.sum(dim=(1, 3)).ne(0).float().argmax(dim=1)
+    assert len(set(first_rows.tolist())) > 4  # placed at different positions
+    with pytest.raises(ValueError, match="cannot hold"):
+        random_placement(x, 20, torch.Generator())
+
+
+def test_factories_record_only_deviations_so_the_main_recipes_keep_their_hashes():
+    base = bcosified("x", "cnn_mnist", GapDigitNet, "d", epochs=1, lr=1e-3)
+    assert base.params == {"epochs": 1, "lr": 1e-3, "seed": 0}
+    variant = bcosified("x", "cnn_mnist", GapDigitNet, "d", epochs=1, lr=1e-3, b=1.5, keep_bias=True, canvas=42)
+    assert variant.params == {"epochs": 1, "lr": 1e-3, "seed": 0, "canvas": 42, "b": 1.5, "keep_bias": True}
+    model = variant.architecture()
+    assert {m.b for m in model.modules() if isinstance(m, BcosConv2d | BcosLinear)} == {1.5}
+    assert any(isinstance(m, nn.Conv2d) and m.bias is not None for m in model.modules())
+    assert bcos_cnn("y", b=2).params == {"epochs": 4, "lr": 1e-3, "seed": 0}
+    assert bcos_cnn("y", b=2.5, max_out=2).params == {"epochs": 4, "lr": 1e-3, "seed": 0, "b": 2.5, "max_out": 2}
+
+
+def test_every_recipe_builds_its_architecture_and_names_known_dependencies():
+    for name, recipe in RECIPES.items():
+        assert all(d in RECIPES for d in recipe.depends), name
+        assert len(zoo.recipe_hash(name)) == 64
+    assert len({zoo.recipe_hash(n) for n in RECIPES}) == len(RECIPES)
