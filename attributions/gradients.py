@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import ClassVar
 
 import captum.attr as ca
+import torch
 from torch import Tensor
 
 from attributions.base import AttributionMethod, Capabilities, module_by_name
+from attributions.coverage import DEEPLIFT_MODULES, GUIDED_BACKPROP_MODULES, internal_softmax, uncovered
 from models.adapter import ModelAdapter
 
 
@@ -46,6 +48,15 @@ class IntegratedGradients(AttributionMethod):
         "method": ("gausslegendre", "riemann_left", "riemann_right", "riemann_middle", "riemann_trapezoid")
     }
 
+    completeness = "logit(x) - logit(baseline)"
+
+    def completeness_target(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
+        """IG's completeness axiom: the maps sum to f_t(x) - f_t(baseline)."""
+        with torch.no_grad():
+            both = model.module(torch.cat([inputs, torch.full_like(inputs, self.params["baseline"])]))
+        picked = both.gather(1, targets.long().repeat(2).view(-1, 1)).squeeze(1)
+        return picked[: len(inputs)] - picked[len(inputs) :]
+
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         p = self.params
         return ca.IntegratedGradients(model.module).attribute(
@@ -58,18 +69,51 @@ class IntegratedGradients(AttributionMethod):
         )
 
 
+_PLAIN = "the plain gradient (method 'gradient')"
+
+
 class GuidedBackprop(AttributionMethod):
+    """Refuses models without an ``nn.ReLU`` module (the maps would be the plain gradient). With ReLU
+    modules beside other nonlinearities (a B-cosified CNN's B-cos layers, functional ReLUs), only the
+    ReLU modules are guided and the rest pass their plain gradient (:mod:`attributions.coverage`)."""
+
     name = "guided_backprop"
-    description = "Captum GuidedBackprop (ReLU modules pass only positive gradients)"
+    description = (
+        "Captum GuidedBackprop: nn.ReLU modules pass only positive gradients, other nonlinearities their "
+        "plain gradient; refuses models without nn.ReLU modules"
+    )
+
+    def _check(self, model: ModelAdapter) -> None:
+        why = uncovered(model.module, GUIDED_BACKPROP_MODULES, False, "guided backprop rewrites gradients", _PLAIN)
+        if why:
+            self._unsupported(model, why)
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         return ca.GuidedBackprop(model.module).attribute(_leaf(inputs), target=targets)
 
 
 class DeepLift(AttributionMethod):
+    """Refuses models without a module its rules cover (ReLU, ELU, LeakyReLU, Sigmoid, Tanh, Softplus,
+    MaxPool; the maps would be (x - baseline) x gradient) and models with an ``nn.Softmax`` module
+    (Captum's softmax rule mixes the samples of a batch; every ViT here). On models that mix covered
+    modules with other nonlinearities (a B-cosified CNN's ReLUs beside its B-cos layers) the rules apply
+    at the covered modules and the rest passes its plain gradient: a hybrid (:mod:`attributions.coverage`)."""
+
     name = "deeplift"
-    description = "Captum DeepLift (rescale rule) from a constant baseline (default 0)"
+    description = (
+        "Captum DeepLift (rescale rule) from a constant baseline (default 0) at ReLU/ELU/LeakyReLU/Sigmoid/"
+        "Tanh/Softplus/MaxPool modules, plain gradient elsewhere; refuses models with none or with nn.Softmax"
+    )
     defaults: ClassVar[dict] = {"baseline": 0.0}
+
+    def _check(self, model: ModelAdapter) -> None:
+        zero = self.params["baseline"] == 0
+        would_be = "input x gradient (method 'input_x_gradient')" if zero else "(x - baseline) x gradient"
+        why = internal_softmax(model.module) or uncovered(
+            model.module, DEEPLIFT_MODULES, True, "DeepLift applies its rules", would_be
+        )
+        if why:
+            self._unsupported(model, why)
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         return ca.DeepLift(model.module).attribute(_leaf(inputs), baselines=self.params["baseline"], target=targets)
@@ -78,7 +122,7 @@ class DeepLift(AttributionMethod):
 class GradCam(AttributionMethod):
     name = "gradcam"
     description = "Captum LayerGradCam on the model's last convolutional block, ReLU, upsampled to the input"
-    capabilities = Capabilities(vit=False, needs_layer=True)
+    capabilities = Capabilities(vit=False, needs_layer=True, coarse=True)
     defaults: ClassVar[dict] = {"relu": True, "upsample": "nearest"}
     choices: ClassVar[dict] = {"upsample": ("nearest", "bilinear", "bicubic", "area")}
 

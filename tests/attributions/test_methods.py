@@ -66,9 +66,12 @@ IMAGES = torch.rand(3, 1, 28, 28, generator=GEN)
 TARGETS = torch.tensor([1, 4, 7])
 SUPPORT = {  # expected support, by method: models it must explain (the others must be refused)
     "native": {"bcos_cnn", "aloe_vit"},
+    "native_normalised": {"aloe_vit"},  # the only one with an input-normalisation layer 0
     "gradcam": {"cnn", "bcos_cnn"},
     "lrp": {"cnn", "bcos_cnn"},
     "attention_rollout": {"vit", "aloe_vit"},
+    "guided_backprop": {"cnn"},  # the only model with nn.ReLU modules
+    "deeplift": {"cnn"},  # no covered module in the B-cos CNN; nn.Softmax modules in the ViTs
 }
 
 
