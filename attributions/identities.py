@@ -72,9 +72,9 @@ Params = dict[str, dict[str, Any]]  # method name -> its parameters
 
 @dataclass(frozen=True)
 class KnownIdentity:
-    """Methods ``pair`` give equal maps on the models (and method parameters) where ``holds`` is true."""
+    """Methods ``pair`` (either order) give equal maps on the models and parameters where ``holds`` is true."""
 
-    pair: frozenset[str]
+    pair: tuple[str, str]
     reason: str
     holds: Callable[[ModelAdapter, Params], bool]
 
@@ -89,7 +89,7 @@ def _lrp0(params: Params) -> bool:
 
 KNOWN_IDENTITIES: tuple[KnownIdentity, ...] = (
     KnownIdentity(
-        frozenset({"integrated_gradients", "input_x_gradient"}),
+        ("integrated_gradients", "input_x_gradient"),
         "IntegratedGradients from a zero baseline equals InputXGradient on positively homogeneous models "
         "(f(a x) = a f(x), e.g. bias-free B-cos networks): the gradient is constant along the path a x",
         lambda model, params: (
@@ -97,17 +97,17 @@ KNOWN_IDENTITIES: tuple[KnownIdentity, ...] = (
         ),
     ),
     KnownIdentity(
-        frozenset({"lrp", "native"}),
+        ("lrp", "native"),
         "LRP-0 (composite 'epsilon') through a B-cos model's dynamic linear map W(x) is W(x)x",
         lambda model, params: _lrp0(params) and model.family == "bcos",
     ),
     KnownIdentity(
-        frozenset({"lrp", "input_x_gradient"}),
+        ("lrp", "input_x_gradient"),
         "LRP-0 (composite 'epsilon') equals InputXGradient on bias-free ReLU networks (Ancona et al., 2018)",
         lambda model, params: _lrp0(params) and bias_free_piecewise_linear(model.module),
     ),
     KnownIdentity(
-        frozenset({"native", "input_x_gradient"}),
+        ("native", "input_x_gradient"),
         "W(x)x equals InputXGradient on bias-free ReLU networks: the only dynamic factors are ReLU gates",
         lambda model, params: bias_free_piecewise_linear(model.module),
     ),
@@ -116,8 +116,7 @@ KNOWN_IDENTITIES: tuple[KnownIdentity, ...] = (
 
 def known_identity(model: ModelAdapter, params: Params) -> str | None:
     """The reason two methods (the keys of ``params``, with their parameters) agree on ``model``, if known."""
-    pair = frozenset(params)
     for identity in KNOWN_IDENTITIES:
-        if identity.pair == pair and identity.holds(model, params):
+        if set(identity.pair) == set(params) and identity.holds(model, params):
             return identity.reason
     return None

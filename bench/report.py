@@ -166,11 +166,50 @@ def _read_optional(path: Path) -> pd.DataFrame | None:
     return pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else None
 
 
+def identity_section(run_dir: Path, markdown: bool) -> str:
+    """The run's method pairs with identical maps, labelled, and the known identities ("" before the check)."""
+    from bench import identity
+
+    record = identity.read(run_dir)
+    if record is None:
+        return ""
+    head = "### Methods with identical maps\n\n" if markdown else "methods with identical maps\n"
+    blocks = [f"{head}Flagged when {record['rule']}."]
+    if record["pairs"]:
+        table = pd.DataFrame(
+            {
+                "model": [p["model"] for p in record["pairs"]],
+                "methods": [" = ".join(p["methods"]) for p in record["pairs"]],
+                "max rel. diff": [f"{p['max_rel_diff']:.1e}" for p in record["pairs"]],
+                "verdict": [identity.verdict(p) for p in record["pairs"]],
+            }
+        )
+        blocks.append((to_markdown(table) if markdown else to_text(table)).rstrip("\n"))
+    else:
+        blocks.append("No two methods of a model gave identical maps.")
+    bullet = "- " if markdown else "  "
+    known = [f"{bullet}{line}" for line in identity.known_identities_text()]
+    blocks.append(
+        "\n".join(["Known identities (mathematics, not defects; a flagged pair they explain is expected):"] + known)
+    )
+    return "\n\n".join(blocks)
+
+
 def report(results_csv: Path, out: Path | None = None) -> tuple[str, dict[str, Path], list[Path]]:
-    """Tables and plots for a run; returns the terminal table and the files written."""
+    """Tables and plots for a run; returns the terminal table and the files written.
+
+    The Markdown and text leaderboards end with the identical-maps check (:mod:`bench.identity`)."""
     results = read_results(results_csv)
     run_dir = Path(results_csv).parent
     out = out or run_dir / "report"
     tables = write_tables(results, out)
+    text = to_text(leaderboard(results))
+    for kind in ("markdown", "text"):
+        section = identity_section(run_dir, markdown=kind == "markdown")
+        if section:
+            with tables[kind].open("a") as f:
+                f.write("\n" + section + "\n")
+            if kind == "text":
+                text += "\n\n" + section
     plots = write_plots(run_dir, results, out)
-    return to_text(leaderboard(results)), tables, plots
+    return text, tables, plots

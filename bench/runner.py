@@ -6,7 +6,8 @@ everything their scores depend on -- the suite's evaluation settings, the model'
 method and its parameters, faithbench's code -- and reused when the same command runs again.
 Under ``torchrun`` every rank evaluates a shard and rank 0 gathers the per-sample scores, so the
 results equal a single-process run (:mod:`bench.distributed`). Nothing is written before the
-suite, the data and the first model have loaded.
+suite, the data and the first model have loaded. Once a model's units are done, any two of its
+methods whose maps agree are flagged (:mod:`bench.identity`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from attributions import UnsupportedMethodError, get_method
 from bench.data import load_data
 from bench.distributed import Shard
 from bench.evaluate import evaluate_unit, merge_shards
+from bench.identity import fingerprint, identical_pairs, warning_line
+from bench.identity import write as write_identical
 from bench.results import RunStore, code_identity, provenance
 from bench.suite import Suite
 from faithbench.errors import UserError
@@ -89,6 +92,7 @@ class _Writer:
         self.store, self.suite, self.prov, self.active = RunStore(out), suite, prov, active
         self.done: list[dict] = []
         self.skipped: list[dict] = []
+        self.identical: list[dict] = []  # method pairs with the same maps (bench.identity)
         self.started = False
 
     def start(self) -> None:
@@ -108,8 +112,16 @@ class _Writer:
     def skip(self, model: str, method: str, reason: str) -> None:
         self.skipped.append({"model": model, "method": method, "reason": reason})
 
+    def check_identities(self, model: ModelAdapter, name: str) -> None:
+        """Flag the methods of model ``name`` whose maps agree, once all its units are done."""
+        pairs = identical_pairs(model, [u for u in self.done if u["model"] == name])
+        for pair in pairs:
+            tqdm.write(warning_line(pair), file=sys.stderr)
+        self.identical += pairs
+
     def flush(self) -> pd.DataFrame:
         atomic_write_text(self.store.out / "skipped.json", json.dumps(self.skipped, indent=2))
+        write_identical(self.store.out, self.identical)
         return self.store.write_tables(self.done, self.suite.name)
 
 
@@ -168,10 +180,13 @@ def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) ->
                         "method_params": method.params,
                         "provenance": writer.prov,
                         "metrics": merge_shards(parts),
+                        "fingerprint": fingerprint(unit),  # saved, so a resumed run still compares it
                     },
                     new=True,
                 )
             bar.update()
+        if shard.rank == 0:
+            writer.check_identities(model, model_name)
         del model, model_cache
     bar.close()
     shard.close()
