@@ -3,8 +3,9 @@
 The locality check (:mod:`models.locality`) asks whether a model classifies the cells of a grid of
 distinct-class digits locally, as the grid pointing game assumes: 3 x 3 grids for CNNs, 2 x 2 for
 ViTs (which see cell-size windows at stride half a cell). ``positive``: share of cells whose class
-logit on the grid, minus the model's logit bias, is positive; ``wins``: share of cells whose class is
-the model's argmax on the grid with every other cell blanked to black.
+logit on the grid, minus the model's logit bias, is positive; ``wins``: share of cells whose own
+contribution (output with every other cell blanked to black, minus output on a black grid) is
+classified as their class.
 """
 
 from __future__ import annotations
@@ -78,5 +79,6 @@ LEGEND = (
     "locality check (grids of distinct-class digits the model gets right alone; 3x3 for CNNs, 2x2 for ViTs "
     "seen through cell-size windows at stride half a cell):\n"
     "  positive = the cell's class logit on the grid, minus the logit bias, is > 0\n"
-    "  wins     = the cell's class is the argmax on the grid with every other cell blanked to black"
+    "  wins     = the cell's class is the unique argmax of what the cell adds: the output on the grid with every\n"
+    "             other cell blanked to black minus the output on an all-black grid"
 )

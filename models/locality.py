@@ -6,10 +6,16 @@ locally. For every cell, with class c, this module records:
 
 - **positive**: the explained logit of c on the grid, minus the model's logit bias, is > 0 (else
   GridPG explains negative evidence);
-- **wins**: on the grid with every other cell blanked to the background (0 in image space: black),
-  c is the argmax of the model's output on the grid (the cell alone drives the decision, wherever
-  it sits; a model whose head only reads some positions, or whose empty background votes for a
-  class, fails it).
+- **wins**: the cell's own contribution to the output on the grid is classified as c: c is the
+  unique argmax of ``output(grid with every other cell blanked) - output(all-black grid)`` (blank =
+  0 in image space, black; a tie is no win). A model that classifies every position locally passes wherever the cell
+  sits; one whose head reads only some positions (a dense head slid over the grid) fails.
+
+Why the difference to the all-black grid: a lone digit covers 1 / N^2 of the grid, so under a
+global-average-pooled head the background's and the head bias' constant class preferences
+outweigh it in the raw output (measured: a GAP CNN that classifies 99.6 % of lone cells right by
+this definition had the cell's class as the raw argmax for only 32 %); the constant is not evidence
+of any cell, and subtracting it leaves what the cell adds.
 
 "The model's output on a grid": one forward pass for models that take any input size (CNNs). Models
 with a fixed input size (ViTs) are evaluated as GridPG's ``bcosification`` preset explains them:
@@ -17,7 +23,7 @@ windows of one cell at stride half a cell over the grid padded with half a cell 
 output is the mean of the window logits (the explained quantity is their sum, of the same sign).
 Grids are tiled row-major from images the model classifies correctly on their own (argmax = label);
 each grid draws N^2 distinct classes and one such image per class (seeded). Everything is batched:
-one call of ``logits_fn`` for the grids and one for the blanked grids.
+one call of ``logits_fn`` for the grids, one for the blanked grids and one for a black grid.
 """
 
 from __future__ import annotations
@@ -117,7 +123,10 @@ def cell_checks(
     on_grid = grid_logits(tile(images, indices))  # (G, K)
     positive = on_grid.gather(1, classes) - logit_bias > 0
     alone = grid_logits(blanked_grids(images, indices)).reshape(g, cells, -1)
-    wins = alone.argmax(dim=-1) == classes
+    black = grid_logits(torch.zeros_like(tile(images, indices[:1])))  # (1, K)
+    added = alone - black.unsqueeze(1)  # (G, N^2, K): what each cell adds
+    own = added.gather(-1, classes.unsqueeze(-1)).squeeze(-1)
+    wins = own > added.scatter(-1, classes.unsqueeze(-1), float("-inf")).amax(dim=-1)  # strictly: a tie is no win
     return positive, wins
 
 
