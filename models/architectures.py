@@ -62,24 +62,42 @@ def ccexam_mnist_cnn() -> ConvDigitNet:
 class GapDigitNet(nn.Module):
     """A standard CNN with a global-average-pooled head: conv features -> GAP -> linear.
 
-    features: conv3x3(32) ReLU conv3x3(32) ReLU maxpool conv3x3(64) ReLU conv3x3(64) ReLU maxpool
-    conv3x3(128) ReLU (receptive field 24 px, less than a 28 px digit); head: the mean over positions,
-    then Linear(128, C). Any input size; on a GridPG grid each position's features see one cell.
+    features: conv3x3(16) BN ReLU maxpool conv3x3(32) BN ReLU maxpool conv3x3(64) BN ReLU conv3x3(64) BN
+    ReLU (receptive field 26 px, about one 28 px digit); head: the mean over positions, then
+    Linear(64, C). Any input size: on a GridPG grid every position's features see (about) one cell.
     """
 
-    def __init__(self, in_channels: int = 1, num_classes: int = 10) -> None:
+    def __init__(self, in_channels: int = 1, num_classes: int = 10, widths: tuple[int, ...] = (16, 32, 64, 64)) -> None:
         super().__init__()
-        conv = partial(nn.Conv2d, kernel_size=3, padding=1)
-        self.features = nn.Sequential(
-            *(conv(in_channels, 32), nn.ReLU(), conv(32, 32), nn.ReLU(), nn.MaxPool2d(2)),
-            *(conv(32, 64), nn.ReLU(), conv(64, 64), nn.ReLU(), nn.MaxPool2d(2)),
-            *(conv(64, 128), nn.ReLU()),
-        )
+        layers: list[nn.Module] = []
+        for i, (cin, cout) in enumerate(zip((in_channels, *widths), widths, strict=False)):
+            layers += [nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU()]
+            layers += [nn.MaxPool2d(2)] if i < 2 else []
+        self.features = nn.Sequential(*layers)
         self.pool = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten())
-        self.head = nn.Linear(128, num_classes)
+        self.head = nn.Linear(widths[-1], num_classes)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.head(self.pool(self.features(x)))
+
+
+def bcos_gap_cnn(
+    in_channels: int = 2, num_classes: int = 10, *, b: float = 2, max_out: int = 1, widths=(16, 32, 64, 64)
+) -> nn.Sequential:
+    """:class:`GapDigitNet`'s geometry as a from-scratch B-cos CNN from the official layers: B-cos convs with
+    bias-free uncentred BatchNorm, no ReLU (``max_out=2``: every unit the maximum of 2 B-cos units, TPAMI
+    Sec. 3.3.1), average pooling, GAP, a B-cos linear head and the logit bias -log(C - 1)."""
+    layers: list[nn.Module] = []
+    for i, (cin, cout) in enumerate(zip((in_channels, *widths), widths, strict=False)):
+        layers += [BcosConv2d(cin, cout, 3, padding=1, b=b, max_out=max_out), NoBias(BatchNormUncentered2d)(cout)]
+        layers += [nn.AvgPool2d(2)] if i < 2 else []
+    return nn.Sequential(
+        *layers,
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        BcosLinear(widths[-1], num_classes, b=b),
+        LogitLayer(logit_bias=-math.log(num_classes - 1)),
+    )
 
 
 def bcos_digit_cnn(in_channels: int = 2, num_classes: int = 10, *, b: float = 2, max_out: int = 1) -> nn.Sequential:

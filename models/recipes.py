@@ -1,7 +1,8 @@
-"""The offline zoo's recipes: every model is one ``Recipe`` entry in ``RECIPES`` below.
+"""How zoo models are built: the ``Recipe`` record, the training code, and recipe factories.
 
-A recipe's ``params`` are hashed into its checkpoint name (see :mod:`models.zoo`), so they hold
-every setting its training reads. Families of recipes share code through factories:
+The zoo's entries themselves are data in :mod:`models.catalog`. A recipe's ``params`` are hashed
+into its checkpoint name (see :mod:`models.zoo`), so they hold every setting its training reads.
+Families of recipes share code through factories:
 :func:`from_scratch` (train a fresh architecture), :func:`bcosified` (B-cosify a trained zoo model and
 fine-tune it with BCE; params record every deviation from the B-cosification recipe's B = 2 and
 removed biases) and :func:`bcos_cnn` (from-scratch B-cos CNNs of any B, with or without MaxOut).
@@ -11,18 +12,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import partial
 
 from torch import nn
 
-from faithbench.registry import Registry
 from models.aloe import AlignmentConfig, align
 from models.architectures import (
-    ConvDigitNet,
     bcos_digit_cnn,
-    ccexam_mnist_cnn,
-    digit_vit,
+    bcos_gap_cnn,
 )
 from models.bcosify import bcosify
 from models.data import MNIST_MEAN, MNIST_STD, mnist_splits
@@ -56,7 +54,7 @@ class Recipe:
 # --------------------------------------------------------------------------- training
 
 
-def _no_training(model: nn.Module, deps: dict, p: dict) -> dict:
+def no_training(model: nn.Module, deps: dict, p: dict) -> dict:
     return {}
 
 
@@ -79,7 +77,7 @@ def _train_from_scratch(
     return {}
 
 
-def _bcosify(source: nn.Module, *, b: float, keep_bias: bool, first_layer: str | None) -> nn.Sequential:
+def bcosify_digits(source: nn.Module, *, b: float, keep_bias: bool, first_layer: str | None) -> nn.Sequential:
     return bcosify(
         source,
         image_channels=1,
@@ -96,7 +94,7 @@ def _bcosified_train(model: nn.Module, deps: dict, p: dict, *, desc: str, **conv
     """Convert the (single) dependency with the recipe's conversion settings, then fine-tune with BCE."""
     train, test = mnist_splits()
     (source,) = deps.values()
-    model.load_state_dict(_bcosify(source, **conversion).state_dict())
+    model.load_state_dict(bcosify_digits(source, **conversion).state_dict())
     before = accuracy(model, BCOS, test)
     train_classifier(
         model,
@@ -113,7 +111,7 @@ def _bcosified_train(model: nn.Module, deps: dict, p: dict, *, desc: str, **conv
     return {"accuracy_before_finetuning": before}
 
 
-def _aloe_train(model: nn.Module, deps: dict, p: dict) -> dict:
+def aloe_train(model: nn.Module, deps: dict, p: dict) -> dict:
     train, _ = mnist_splits()
     teacher = deps["vit_mnist"]
     student = bcosify(teacher, image_channels=1, mean=MNIST_MEAN, std=MNIST_STD, first_layer=VIT_PATCHES)
@@ -189,7 +187,7 @@ def bcosified(
         "bcosified",
         description,
         BCOS,
-        lambda: _bcosify(source_architecture(), **conversion),
+        lambda: bcosify_digits(source_architecture(), **conversion),
         partial(_bcosified_train, desc=name, **conversion),
         params=params,
         depends=(source,),
@@ -200,72 +198,30 @@ def bcosified(
     )
 
 
-def bcos_cnn(name: str, *, b: float, max_out: int = 1, epochs: int = 4, lr: float = 1e-3, seed: int = 0) -> Recipe:
-    """A from-scratch B-cos CNN (:func:`bcos_digit_cnn`) with every layer's B = ``b``."""
+def bcos_cnn(
+    name: str,
+    *,
+    b: float,
+    max_out: int = 1,
+    epochs: int = 4,
+    lr: float = 1e-3,
+    seed: int = 0,
+    canvas: int = 0,
+    gap: bool = False,
+) -> Recipe:
+    """A from-scratch B-cos CNN with every layer's B = ``b``: :func:`bcos_digit_cnn` (dense head slid as
+    a 7x7 convolution), or with ``gap`` :func:`bcos_gap_cnn` (:class:`GapDigitNet`'s geometry)."""
     params: dict = {"epochs": epochs, "lr": lr, "seed": seed}
     params |= {"b": b} if b != 2 else {}
     params |= {"max_out": max_out} if max_out != 1 else {}
+    params |= {"canvas": canvas} if canvas else {}
     unit = f", MaxOut {max_out}" if max_out > 1 else ""
+    head = ", GAP head" if gap else ""
     return from_scratch(
         name,
         "bcos",
-        f"B-cos CNN (B = {b:g}{unit}, official bcos layers) trained from scratch {epochs} epochs, BCE",
-        partial(bcos_digit_cnn, b=b, max_out=max_out),
+        f"B-cos CNN (B = {b:g}{unit}{head}, official bcos layers) trained from scratch {epochs} epochs, BCE",
+        partial(bcos_gap_cnn if gap else bcos_digit_cnn, b=b, max_out=max_out),
         params=params,
         conv_layer="9",
     )
-
-
-# --------------------------------------------------------------------------- the zoo
-
-GAP_CNN = "cnn_gap_mnist"
-RECIPES: Registry[Recipe] = Registry("zoo model")
-for _recipe in (
-    Recipe(
-        "cnn_mnist",
-        "standard",
-        "pretrained MNIST CNN shipped in ccexam 1.0.0 (FC head as convolutions, same function)",
-        STANDARD,
-        ccexam_mnist_cnn,
-        _no_training,
-        params={"weights": "ccexam==1.0.0 weights/mnist.pth"},
-        conv_layer="features",
-    ),
-    bcos_cnn("bcos_cnn_mnist", b=2),
-    bcosified(
-        "bcosified_cnn_mnist",
-        "cnn_mnist",
-        ConvDigitNet,
-        "cnn_mnist B-cosified (B = 2, no biases, avg-pool) and fine-tuned 3 epochs with BCE",
-        epochs=3,
-        lr=1e-3,
-        conv_layer="1.features",
-    ),
-    from_scratch(
-        "vit_mnist",
-        "standard",
-        "ViT (6 blocks, dim 64, 7 px patches) trained from scratch; ALOE teacher",
-        digit_vit,
-        params={"epochs": 25, "lr": 2e-3, "seed": 0, "shift": 2},
-        is_vit=True,
-    ),
-    Recipe(
-        "aloe_vit_mnist",
-        "aloe",
-        "B-cosified copy of vit_mnist aligned label-free to it (ALOE), then a B-cos linear probe",
-        BCOS,
-        lambda: _bcosify(digit_vit(), b=2.0, keep_bias=False, first_layer=VIT_PATCHES),
-        _aloe_train,
-        params={
-            "alignment": asdict(AlignmentConfig(max_epochs=20, lr=1e-3, seed=0)),  # every field, so defaults count
-            "probe_epochs": 5,
-            "probe_lr": 1e-2,
-            "seed": 0,
-        },
-        depends=("vit_mnist",),
-        is_vit=True,
-        activation="sigmoid",
-        logit_bias=BCE_LOGIT_BIAS,
-    ),
-):
-    RECIPES.register(_recipe.name, _recipe)

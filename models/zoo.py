@@ -22,8 +22,9 @@ from torch import nn
 
 from faithbench.io import atomic_torch_save
 from models.adapter import state_sha256
+from models.catalog import RECIPES
 from models.data import mnist_splits
-from models.recipes import BCOS, RECIPES, STANDARD, Recipe
+from models.recipes import BCOS, STANDARD, Recipe
 from models.training import accuracy, build_numerics
 
 __all__ = ["BCOS", "RECIPES", "STANDARD", "ZOO_VERSION", "Recipe", "build", "cache_dir", "recipe_hash"]

@@ -9,11 +9,12 @@ from bcos.modules import BcosConv2d, BcosLinear
 from torch import nn
 
 from models import zoo
-from models.architectures import GapDigitNet, bcos_digit_cnn, bcos_digit_vit
+from models.architectures import GapDigitNet, bcos_digit_cnn, bcos_digit_vit, bcos_gap_cnn
 from models.bcosify import bcosify
+from models.catalog import RECIPES
 from models.data import MNIST_MEAN, MNIST_STD
 from models.encoding import bcos_inverse, normalized
-from models.recipes import RECIPES, bcos_cnn, bcosified
+from models.recipes import bcos_cnn, bcosified
 from models.training import random_placement
 from tests.models.test_native import _LeafPositionalEmbedding, images
 
@@ -37,6 +38,19 @@ def test_bcos_cnn_sets_b_and_maxout_everywhere():
     assert {m.b for m in layers} == {1.5}
     assert {m.max_out for m in layers[:-1]} == {2} and layers[-1].max_out == 1  # the class layer is plain
     assert net(torch.rand(2, 2, 28, 28)).shape == (2, 10)
+
+
+@pytest.mark.parametrize("b", [1.0, 2.5])
+def test_bcos_gap_cnn_is_complete_at_any_b_with_maxout(b):
+    torch.manual_seed(0)
+    net = bcos_gap_cnn(b=b, max_out=2).eval()
+    layers = [m for m in net.modules() if isinstance(m, BcosConv2d | BcosLinear)]
+    assert {m.b for m in layers} == {b} and {getattr(m, "max_out", 1) for m in layers[:-1]} == {2}
+    x = bcos_inverse(1)(images(1, side=84)).requires_grad_(True)  # any size: a 3 x 3 grid
+    with explanation_mode(net):
+        logit = net(x)[0, 3]
+    (g,) = torch.autograd.grad(logit, x)
+    torch.testing.assert_close((x * g).sum(), (logit + math.log(9)).detach(), rtol=1e-4, atol=1e-6)
 
 
 def test_bcos_vit_is_the_tpami_config_and_complete_counting_the_positional_embedding():

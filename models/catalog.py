@@ -1,0 +1,133 @@
+"""The offline zoo's entries: every model is one ``Recipe`` in ``RECIPES`` (built by :mod:`models.recipes`'
+code and factories, hashed, cached and built by :mod:`models.zoo`)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from faithbench.registry import Registry
+from models.aloe import AlignmentConfig
+from models.architectures import ConvDigitNet, GapDigitNet, bcos_digit_vit, ccexam_mnist_cnn, digit_vit
+from models.recipes import (
+    BCE_LOGIT_BIAS,
+    BCOS,
+    STANDARD,
+    VIT_PATCHES,
+    Recipe,
+    aloe_train,
+    bcos_cnn,
+    bcosified,
+    bcosify_digits,
+    from_scratch,
+    no_training,
+)
+
+CANVAS = 36  # GAP models train on digits placed at random on a 36 px black canvas (translation, background)
+GAP_CNN = "cnn_gap_mnist"
+GAP_TUNE = {"epochs": 3, "lr": 1e-3, "canvas": CANVAS, "conv_layer": "1.features"}
+# The test bed of issue 11: a GAP CNN that classifies grid cells locally, its B-cosification and the
+# B-cosification ablations (B, biases), from-scratch B-cos GAP CNNs over B (TPAMI Fig. 5, MaxOut as there),
+# and the ViT comparisons (B-cos ViT from scratch, TPAMI Tab. 4; plain B-cosified ViT, ALOE's baseline).
+TEST_BED = (
+    from_scratch(
+        GAP_CNN,
+        "standard",
+        f"CNN with a global-average-pooled head (4 convs, BN, ReLU), trained 6 epochs on a {CANVAS} px canvas",
+        GapDigitNet,
+        params={"epochs": 6, "lr": 3e-3, "seed": 0, "canvas": CANVAS},
+        conv_layer="features",
+    ),
+    bcosified(
+        "bcosified_cnn_gap_mnist",
+        GAP_CNN,
+        GapDigitNet,
+        f"{GAP_CNN} B-cosified (B = 2, no biases, avg-pool) and fine-tuned 3 epochs with BCE",
+        **GAP_TUNE,
+    ),
+    *(
+        bcosified(
+            f"bcosified_cnn_gap_mnist_{tag}",
+            GAP_CNN,
+            GapDigitNet,
+            f"ablation: {GAP_CNN} B-cosified with B = {b:g}, biases {'kept' if keep else 'removed'}, 3 epochs BCE",
+            b=b,
+            keep_bias=keep,
+            **GAP_TUNE,
+        )
+        for tag, b, keep in (("b1", 1.0, False), ("b1_5", 1.5, False), ("b2_5", 2.5, False), ("bias", 2.0, True))
+    ),
+    *(
+        bcos_cnn(f"bcos_gap_cnn_mnist_b{tag}", b=b, max_out=2, epochs=5, canvas=CANVAS, gap=True)
+        for tag, b in (("1", 1.0), ("1_5", 1.5), ("2", 2.0), ("2_5", 2.5))
+    ),
+    from_scratch(
+        "bcos_vit_mnist",
+        "bcos",
+        "B-cos ViT (TPAMI's config: B-cos linear layers, B = 2, bias-free LayerNorm, no MLP activation; "
+        "vit_mnist's geometry) trained from scratch 15 epochs with BCE",
+        bcos_digit_vit,
+        params={"epochs": 15, "lr": 1e-3, "seed": 0, "shift": 2},
+        is_vit=True,
+    ),
+    bcosified(
+        "bcosified_vit_mnist",
+        "vit_mnist",
+        digit_vit,
+        "vit_mnist B-cosified (B = 2, no biases) and fine-tuned 5 epochs with labels and BCE, no alignment "
+        "(ALOE's baseline)",
+        epochs=5,
+        lr=1e-3,
+        shift=2,
+        is_vit=True,
+    ),
+)
+RECIPES: Registry[Recipe] = Registry("zoo model")
+for _recipe in (
+    Recipe(
+        "cnn_mnist",
+        "standard",
+        "pretrained MNIST CNN shipped in ccexam 1.0.0 (FC head as convolutions, same function)",
+        STANDARD,
+        ccexam_mnist_cnn,
+        no_training,
+        params={"weights": "ccexam==1.0.0 weights/mnist.pth"},
+        conv_layer="features",
+    ),
+    bcos_cnn("bcos_cnn_mnist", b=2),
+    bcosified(
+        "bcosified_cnn_mnist",
+        "cnn_mnist",
+        ConvDigitNet,
+        "cnn_mnist B-cosified (B = 2, no biases, avg-pool) and fine-tuned 3 epochs with BCE",
+        epochs=3,
+        lr=1e-3,
+        conv_layer="1.features",
+    ),
+    from_scratch(
+        "vit_mnist",
+        "standard",
+        "ViT (6 blocks, dim 64, 7 px patches) trained from scratch; ALOE teacher",
+        digit_vit,
+        params={"epochs": 25, "lr": 2e-3, "seed": 0, "shift": 2},
+        is_vit=True,
+    ),
+    Recipe(
+        "aloe_vit_mnist",
+        "aloe",
+        "B-cosified copy of vit_mnist aligned label-free to it (ALOE), then a B-cos linear probe",
+        BCOS,
+        lambda: bcosify_digits(digit_vit(), b=2.0, keep_bias=False, first_layer=VIT_PATCHES),
+        aloe_train,
+        params={
+            "alignment": asdict(AlignmentConfig(max_epochs=20, lr=1e-3, seed=0)),  # every field, so defaults count
+            "probe_epochs": 5,
+            "probe_lr": 1e-2,
+            "seed": 0,
+        },
+        depends=("vit_mnist",),
+        is_vit=True,
+        activation="sigmoid",
+        logit_bias=BCE_LOGIT_BIAS,
+    ),
+):
+    RECIPES.register(_recipe.name, _recipe)
