@@ -59,7 +59,7 @@ def zoo_table(rows: list[ZooRow]) -> str:
     """The rows as a fixed-width text table."""
 
     def pct(v: float | None) -> str:
-        return "-" if v is None else f"{100 * v:.1f}%"
+        return "-" if v is None or v != v else f"{100 * v:.1f}%"  # not measured, or NaN: nothing to check
 
     width = max(22, *(len(r.name) + 1 for r in rows))
     lines = [

@@ -141,8 +141,13 @@ def locality(
     window: int | None = None,
     seed: int = 0,
 ) -> Locality:
-    """The locality check of a model on ``n_grids`` grids of ``images`` it classifies correctly alone."""
+    """The locality check of a model on ``n_grids`` grids of ``images`` it classifies correctly alone.
+
+    A model that gets fewer than N^2 classes right has no such grid: NaN fractions, ``n_cells`` = 0.
+    """
     eligible = logits_fn(images).argmax(dim=1) == labels
+    if len(torch.unique(labels[eligible])) < grid_size * grid_size:
+        return Locality(positive=float("nan"), wins=float("nan"), n_cells=0, grid_size=grid_size)
     indices = distinct_class_grids(labels, eligible, grid_size=grid_size, n_grids=n_grids, seed=seed)
     positive, wins = cell_checks(logits_fn, images, labels, indices, logit_bias=logit_bias, window=window)
     return Locality(

@@ -151,7 +151,9 @@ def test_zoo_command_shows_accuracy_and_the_locality_check(capsys):
 def test_zoo_table_marks_what_was_not_measured():
     from bench.zoo_report import ZooRow, zoo_table
 
-    table = zoo_table([ZooRow("m", "bcos", 0.5, None, 1.25), ZooRow("n", "aloe", 0.975, 61.0, 0.5, 0.25, 1.0, 36)])
-    first, second = table.splitlines()[1:]
+    rows = [ZooRow("m", "bcos", 0.5, None, 1.25), ZooRow("n", "aloe", 0.975, 61.0, 0.5, 0.25, 1.0, 36)]
+    table = zoo_table([*rows, ZooRow("o", "bcos", 0.3, 2.0, 0.5, float("nan"), float("nan"), 0)])
+    first, second, third = table.splitlines()[1:]
     assert first.split() == ["m", "bcos", "50.0%", "-", "1.2", "-", "-", "-"]
+    assert third.split()[-3:] == ["-", "-", "-"]
     assert second.split() == ["n", "aloe", "97.5%", "61", "0.5", "36", "25.0%", "100.0%"]

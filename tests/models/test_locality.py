@@ -102,6 +102,12 @@ def test_locality_summarises_the_fractions():
     assert report.positive == pytest.approx(1 / 9) and report.wins == pytest.approx(1 / 9)
 
 
+def test_a_model_right_on_too_few_classes_is_not_checked():
+    images, labels = patches()
+    report = locality(lambda x: local_model(x) * (torch.arange(10) < 5), images, labels, grid_size=3)
+    assert report.n_cells == 0 and report.positive != report.positive and report.wins != report.wins
+
+
 def test_wins_discounts_what_the_background_alone_votes_for():
     """A GAP-like model whose black background votes for class 9 and whose cells add a little evidence:
     the raw argmax of a lone cell is always 9, yet every cell adds evidence for its own class."""
