@@ -206,6 +206,7 @@ def bcos_cnn(
     epochs: int = 4,
     lr: float = 1e-3,
     seed: int = 0,
+    shift: int = 0,
     canvas: int = 0,
     gap: bool = False,
 ) -> Recipe:
@@ -214,6 +215,7 @@ def bcos_cnn(
     params: dict = {"epochs": epochs, "lr": lr, "seed": seed}
     params |= {"b": b} if b != 2 else {}
     params |= {"max_out": max_out} if max_out != 1 else {}
+    params |= {"shift": shift} if shift else {}
     params |= {"canvas": canvas} if canvas else {}
     unit = f", MaxOut {max_out}" if max_out > 1 else ""
     head = ", GAP head" if gap else ""

@@ -33,6 +33,23 @@ EXPECTED_REFUSALS = {
     ("aloe_vit_mnist", "deeplift"),
 }
 
+# The test bed's models (models/catalog.py TEST_BED) refuse what their kind refuses.
+_TEST_BED_REFUSALS = {
+    "cnn_gap_mnist": ("native", "native_normalised", "attention_rollout"),
+    "bcosified_cnn_gap_mnist": ("attention_rollout",),
+    "bcosified_cnn_gap_mnist_b1": ("attention_rollout",),
+    "bcosified_cnn_gap_mnist_b1_5": ("attention_rollout",),
+    "bcosified_cnn_gap_mnist_b2_5": ("attention_rollout",),
+    "bcosified_cnn_gap_mnist_bias": ("attention_rollout",),
+    **{
+        f"bcos_gap_cnn_mnist_b{b}": ("native_normalised", "guided_backprop", "deeplift", "lrp", "attention_rollout")
+        for b in ("1", "1_5", "2", "2_5")
+    },  # no ReLU, no InputNormalization; zennit has no rule for MaxOut
+    "bcos_vit_mnist": ("native_normalised", "guided_backprop", "deeplift", "gradcam", "lrp"),
+    "bcosified_vit_mnist": ("guided_backprop", "deeplift", "gradcam", "lrp"),
+}
+EXPECTED_REFUSALS |= {(model, method) for model, methods in _TEST_BED_REFUSALS.items() for method in methods}
+
 REASONS = {  # rule-based methods name what they look for (see tests/attributions/test_coverage.py)
     "guided_backprop": "rewrites gradients only at modules of these types or subclasses: nn.ReLU; the model has none",
     "deeplift": "the model has none|it has nn.Softmax modules",

@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 from bcos.common import explanation_mode
+from bcos.models.vit import SimpleViT
 
 from metrics.gridpg import get_preset, make_grids, select_grids
 from models import load_model, zoo
@@ -20,6 +21,18 @@ MIN_ACCURACY = {
     "bcosified_cnn_mnist": 0.98,
     "vit_mnist": 0.93,
     "aloe_vit_mnist": 0.93,
+    "cnn_gap_mnist": 0.97,
+    "bcosified_cnn_gap_mnist": 0.96,
+    "bcosified_cnn_gap_mnist_b1": 0.95,
+    "bcosified_cnn_gap_mnist_b1_5": 0.95,
+    "bcosified_cnn_gap_mnist_b2_5": 0.95,
+    "bcosified_cnn_gap_mnist_bias": 0.95,
+    "bcos_gap_cnn_mnist_b1": 0.9,
+    "bcos_gap_cnn_mnist_b1_5": 0.9,
+    "bcos_gap_cnn_mnist_b2": 0.9,
+    "bcos_gap_cnn_mnist_b2_5": 0.9,
+    "bcos_vit_mnist": 0.9,
+    "bcosified_vit_mnist": 0.93,
 }
 
 
@@ -58,9 +71,10 @@ def _native_completeness_gap(adapter, x, t):
     module = adapter.module
     x = x.clone().requires_grad_(True)
     leaves = [x]
+    vit = next((m for m in module.modules() if isinstance(m, SimpleViT)), None)
     if adapter.is_vit:
-        pe = _LeafPositionalEmbedding(module[1].positional_embedding)
-        module[1].positional_embedding = pe
+        pe = _LeafPositionalEmbedding(vit.positional_embedding)
+        vit.positional_embedding = pe
     try:
         with explanation_mode(module):
             logit = module(x)[0, t]
@@ -69,7 +83,7 @@ def _native_completeness_gap(adapter, x, t):
         grads = torch.autograd.grad(logit, leaves)
     finally:
         if adapter.is_vit:
-            module[1].positional_embedding = pe.original
+            vit.positional_embedding = pe.original
     reference = module[0].mean if adapter.family in ("bcosified", "aloe") else 0.0  # layer-0 mean subtraction
     total = ((x - reference) * grads[0]).sum()
     if adapter.is_vit:
@@ -77,7 +91,18 @@ def _native_completeness_gap(adapter, x, t):
     return (total - (logit - adapter.logit_bias)).abs().item(), abs(logit.item() - adapter.logit_bias)
 
 
-@pytest.mark.parametrize("name", ["bcos_cnn_mnist", "bcosified_cnn_mnist", "aloe_vit_mnist"])
+COMPLETE = [  # every bias-free B-cos family and architecture of the zoo
+    "bcos_cnn_mnist",
+    "bcosified_cnn_mnist",
+    "aloe_vit_mnist",
+    "bcosified_cnn_gap_mnist",
+    "bcos_gap_cnn_mnist_b2",
+    "bcos_vit_mnist",
+    "bcosified_vit_mnist",
+]
+
+
+@pytest.mark.parametrize("name", COMPLETE)
 def test_native_explanations_of_zoo_models_are_complete(name, test_split):
     adapter = load_model(name)
     assert adapter.logit_bias == pytest.approx(-math.log(9))

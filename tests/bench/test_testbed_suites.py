@@ -1,0 +1,24 @@
+"""The suites that use the zoo's test bed name registered models and load (issue 11, items 7-9)."""
+
+from bench.suite import load_suite
+from models.catalog import TEST_BED
+
+
+def test_ablation_suite_covers_every_b_and_bias_variant():
+    suite = load_suite("bcos-ablation")
+    assert set(suite.methods) == {"native", "integrated_gradients"} and "gridpg" in suite.metrics
+    variants = {r.name for r in TEST_BED if "_b" in r.name.removeprefix("bcos") or r.name.endswith("_bias")}
+    assert variants <= set(suite.models)
+    assert {"bcosified_cnn_gap_mnist", "bcos_cnn_mnist", "cnn_gap_mnist"} <= set(suite.models)
+    assert suite.config("gridpg").preset == "bcos-v2"
+
+
+def test_vision_suite_compares_the_vits_and_the_gap_cnns():
+    models = set(load_suite("vision").models)
+    assert {
+        "bcos_vit_mnist",
+        "bcosified_vit_mnist",
+        "aloe_vit_mnist",
+        "cnn_gap_mnist",
+        "bcosified_cnn_gap_mnist",
+    } <= models
