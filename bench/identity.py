@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from attributions.identities import KNOWN_IDENTITIES, known_identity
+from faithbench.io import atomic_write_text
 from metrics.spec import Unit
 from models.adapter import ModelAdapter
 
@@ -104,8 +105,6 @@ def warning_line(pair: dict[str, Any]) -> str:
 
 
 def write(out: Path, pairs: list[dict[str, Any]]) -> None:
-    from faithbench.io import atomic_write_text
-
     record = {"rule": RULE, "rtol": RTOL, "pairs": pairs}
     atomic_write_text(out / FILE, json.dumps(record, indent=2))
 

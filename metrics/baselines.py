@@ -27,7 +27,17 @@ from torchvision.transforms.functional import gaussian_blur
 from metrics._checks import check_choice
 from metrics.spec import Unit
 
-BASELINES = ("mean", "value", "blur", "model-input-zero")
+IMAGE_BASELINES = ("mean", "value", "blur")  # have an image-space form
+BASELINES = (*IMAGE_BASELINES, "model-input-zero")
+
+
+def check_baseline(kind: str, value: float, blur_sigma: float, choices: tuple[str, ...] = BASELINES) -> None:
+    """A baseline kind among ``choices``, a pixel value in [0, 1] and a positive blur sigma."""
+    check_choice(kind, "baseline", choices)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"baseline_value must be a pixel value in [0, 1], got {value}")
+    if not blur_sigma > 0:
+        raise ValueError(f"blur_sigma must be > 0 (a fraction of the image side), got {blur_sigma}")
 
 
 def image_baseline(images: Tensor, kind: str, *, value: float = 0.0, blur_sigma: float = 0.045) -> Tensor:
@@ -36,17 +46,13 @@ def image_baseline(images: Tensor, kind: str, *, value: float = 0.0, blur_sigma:
     Returns (1, c, 1, 1) for ``mean`` and ``value`` (the same for every sample) and (B, c, H, W)
     for ``blur``. ``model-input-zero`` has no image-space form (see :func:`removal_baseline`).
     """
-    check_choice(kind, "baseline", BASELINES[:3])
+    check_baseline(kind, value, blur_sigma, IMAGE_BASELINES)
     if images.dim() != 4:
         raise ValueError(f"images must be (B, c, H, W) in [0, 1], got shape {tuple(images.shape)}")
     if kind == "mean":
         return images.mean(dim=(0, 2, 3), keepdim=True)
     if kind == "value":
-        if not 0.0 <= value <= 1.0:
-            raise ValueError(f"baseline value must be a pixel value in [0, 1], got {value}")
         return torch.full((1, images.shape[1], 1, 1), float(value), dtype=images.dtype, device=images.device)
-    if not blur_sigma > 0:
-        raise ValueError(f"blur_sigma must be > 0 (a fraction of the image side), got {blur_sigma}")
     sigma = blur_sigma * max(images.shape[-2:])
     size = 2 * math.ceil(3 * sigma) + 1  # +-3 sigma
     size = min(size, 2 * (min(images.shape[-2:]) // 2) - 1)  # torchvision: kernel smaller than the image
@@ -85,11 +91,7 @@ class BaselineConfig:
     blur_sigma: float = 0.045  # Gaussian sigma as a fraction of the image side, for baseline = "blur"
 
     def __post_init__(self) -> None:
-        check_choice(self.baseline, "baseline", BASELINES)
-        if not 0.0 <= self.baseline_value <= 1.0:
-            raise ValueError(f"baseline_value must be a pixel value in [0, 1], got {self.baseline_value}")
-        if not self.blur_sigma > 0:
-            raise ValueError(f"blur_sigma must be > 0 (a fraction of the image side), got {self.blur_sigma}")
+        check_baseline(self.baseline, self.baseline_value, self.blur_sigma)
 
 
 def unit_baseline(unit: Unit, cfg: BaselineConfig, ids: Tensor) -> Tensor | float:

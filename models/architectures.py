@@ -126,9 +126,8 @@ def bcos_digit_cnn(in_channels: int = 2, num_classes: int = 10, *, b: float = 2,
     )
 
 
-def digit_vit(channels: int = 1, num_classes: int = 10, *, depth: int = 6, dim: int = 64) -> SimpleViT:
-    """A standard ViT for 28 px digits (the B-cos package's SimpleViT with plain layers):
-    7 x 7 patches, fixed sin-cos positional embedding, mean-pooled tokens."""
+def _digit_simple_vit(channels: int, num_classes: int, depth: int, dim: int, **layers: object) -> SimpleViT:
+    """SimpleViT with the digit geometry (28 px, 7 x 7 patches, 4 heads, MLP 2 x dim) and the given layers."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SimpleViT warns when not built through bcos' hub entry points
         return SimpleViT(
@@ -140,29 +139,29 @@ def digit_vit(channels: int = 1, num_classes: int = 10, *, depth: int = 6, dim: 
             heads=4,
             mlp_dim=2 * dim,
             channels=channels,
-            linear_layer=nn.Linear,
-            norm_layer=nn.LayerNorm,
-            act_layer=nn.GELU,
+            **layers,
         )
+
+
+def digit_vit(channels: int = 1, num_classes: int = 10, *, depth: int = 6, dim: int = 64) -> SimpleViT:
+    """A standard ViT for 28 px digits (the B-cos package's SimpleViT with plain layers):
+    7 x 7 patches, fixed sin-cos positional embedding, mean-pooled tokens."""
+    return _digit_simple_vit(
+        channels, num_classes, depth, dim, linear_layer=nn.Linear, norm_layer=nn.LayerNorm, act_layer=nn.GELU
+    )
 
 
 def bcos_digit_vit(channels: int = 2, num_classes: int = 10, *, depth: int = 6, dim: int = 64) -> nn.Sequential:
     """A B-cos ViT as TPAMI's (the ``bcos`` package's ImageNet ``vit_final`` B-cos config): SimpleViT
     on the [x, 1 - x] input with B-cos linear layers (B = 2), bias-free detachable LayerNorm, no MLP
     activation, plain q/k/v, and the logit bias -log(C - 1); the geometry of :func:`digit_vit`."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        vit = SimpleViT(
-            image_size=28,
-            patch_size=7,
-            num_classes=num_classes,
-            dim=dim,
-            depth=depth,
-            heads=4,
-            mlp_dim=2 * dim,
-            channels=channels,
-            linear_layer=partial(BcosLinear, b=2, max_out=1),
-            norm_layer=NoBias(DetachableLayerNorm),
-            act_layer=nn.Identity,
-        )
+    vit = _digit_simple_vit(
+        channels,
+        num_classes,
+        depth,
+        dim,
+        linear_layer=partial(BcosLinear, b=2, max_out=1),
+        norm_layer=NoBias(DetachableLayerNorm),
+        act_layer=nn.Identity,
+    )
     return nn.Sequential(vit, LogitLayer(logit_bias=-math.log(num_classes - 1)))
