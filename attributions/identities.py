@@ -46,10 +46,12 @@ _HOMOGENEOUS = (
 _PIECEWISE_LINEAR = tuple(t for t in _HOMOGENEOUS if t not in (BcosConv2d, BcosLinear))
 
 
-def _only(module: nn.Module, types: tuple[type[nn.Module], ...]) -> bool:
-    """Every module of the tree is one of ``types`` and has no non-zero bias."""
+def _only(module: nn.Module, types: tuple[type[nn.Module], ...], bcos_b: float | None = None) -> bool:
+    """Every module of the tree is one of ``types`` and has no non-zero bias (and B-cos layers have B = ``bcos_b``)."""
     for m in module.modules():
         if not isinstance(m, types):
+            return False
+        if bcos_b is not None and isinstance(m, (BcosConv2d, BcosLinear)) and float(m.b) != bcos_b:
             return False
         bias = getattr(m, "bias", None)  # a B-cos layer's ``bias`` is a flag (False), not a tensor
         if isinstance(bias, torch.Tensor) and bool(bias.detach().ne(0).any()):
@@ -65,6 +67,16 @@ def positively_homogeneous(module: nn.Module) -> bool:
 def bias_free_piecewise_linear(module: nn.Module) -> bool:
     """Bias-free ReLU / pooling networks: f(x) = W(x) x with W(x) constant on linear regions."""
     return _only(module, _PIECEWISE_LINEAR)
+
+
+def bias_free_linear_bcos(module: nn.Module) -> bool:
+    """Bias-free B-cos networks with B = 1: each layer is linear (MaxOut: the max of linear units), so the
+    network is piecewise linear and f(x) = W(x) x with W(x) constant on linear regions."""
+    return _only(module, _HOMOGENEOUS, bcos_b=1.0)
+
+
+def _piecewise_linear(model: ModelAdapter) -> bool:
+    return bias_free_piecewise_linear(model.module) or bias_free_linear_bcos(model.module)
 
 
 Params = dict[str, dict[str, Any]]  # method name -> its parameters
@@ -108,8 +120,15 @@ KNOWN_IDENTITIES: tuple[KnownIdentity, ...] = (
     ),
     KnownIdentity(
         ("native", "input_x_gradient"),
-        "W(x)x equals InputXGradient on bias-free ReLU networks: the only dynamic factors are ReLU gates",
-        lambda model, params: bias_free_piecewise_linear(model.module),
+        "W(x)x equals InputXGradient on bias-free piecewise-linear networks (ReLU networks, B-cos networks "
+        "with B = 1): the only dynamic factors are gates, whose gradient is zero almost everywhere",
+        lambda model, params: _piecewise_linear(model),
+    ),
+    KnownIdentity(
+        ("native", "integrated_gradients"),
+        "W(x)x equals IntegratedGradients from a zero baseline on bias-free piecewise-linear networks "
+        "(ReLU networks, B-cos networks with B = 1): W(a x) = W(x) along the path a x",
+        lambda model, params: _zero_baseline("integrated_gradients")(model, params) and _piecewise_linear(model),
     ),
 )
 

@@ -155,3 +155,29 @@ def test_known_identities_name_their_reason_only_where_the_premise_holds():
     assert known_identity(bcos_model(), {**ig, "integrated_gradients": {"baseline": 0.5}}) is None
     assert known_identity(bcos_model(), {"gradient": {}, "input_x_gradient": {}}) is None
     assert all(len(identity.pair) == 2 and identity.reason for identity in KNOWN_IDENTITIES)
+
+
+def bcos_b_model(b: float) -> ModelAdapter:
+    torch.manual_seed(0)
+    net = randomise_norm_stats(bcos_digit_cnn(b=b, max_out=2), var=(1e-3, 2e-3))
+    return ModelAdapter("bcos_b", "bcos", net.eval(), bcos_inverse(1), 10, (28, 28))
+
+
+def test_native_equals_ig_and_input_x_gradient_on_a_bias_free_b1_bcos_net_only():
+    ig = {"native": {}, "integrated_gradients": {"baseline": 0.0, "n_steps": 8}}
+    ixg = {"native": {}, "input_x_gradient": {}}
+    linear, dynamic = bcos_b_model(1.0), bcos_b_model(2.0)
+    x = linear.encode(IMAGES)
+    native = get_method("native").attribute(linear, x, TARGETS)
+    for method in ("integrated_gradients", "input_x_gradient"):
+        other = get_method(method, **({"n_steps": 8} if method == "integrated_gradients" else {}))
+        other_map = other.attribute(linear, x, TARGETS)
+        assert (native - other_map).abs().max() <= 1e-5 * native.abs().max()
+    assert "B = 1" in known_identity(linear, ig) and "B = 1" in known_identity(linear, ixg)
+    assert known_identity(dynamic, ig) is None and known_identity(dynamic, ixg) is None
+    assert known_identity(linear, {**ig, "integrated_gradients": {"baseline": 0.5}}) is None
+    # The premise is real: at B = 2 the dynamic scale makes native differ from IG.
+    x2 = dynamic.encode(IMAGES)
+    native2 = get_method("native").attribute(dynamic, x2, TARGETS)
+    ig2 = get_method("integrated_gradients", n_steps=8).attribute(dynamic, x2, TARGETS)
+    assert (native2 - ig2).abs().max() > 1e-3 * native2.abs().max()
