@@ -25,6 +25,8 @@ from faithbench.config import check_type
 from faithbench.errors import ParameterError
 from models.adapter import ModelAdapter
 
+DEFAULT_MAX_BATCH = 256  # inputs per model call unless the caller bounds it (suite key / --max-batch)
+
 
 class UnsupportedMethodError(ValueError):
     """A method cannot explain a model (raised before any compute)."""
@@ -39,7 +41,6 @@ class Capabilities:
     text: bool = False
     needs_layer: bool = False  # needs ``model.conv_layer`` (GradCAM)
     needs_native: bool = False  # needs a B-cos / B-cosified / ALOE model
-    batchable: bool = True  # one call explains the whole batch (else: a loop over samples)
     seeded: bool = False  # random sampling, reproducible through ``seed``
     class_specific: bool = True  # False: the same map for every target (attention rollout)
     coarse: bool = False  # maps of low resolution upsampled (GradCAM): GridPG does not smooth them (TPAMI Sec. 4)
@@ -58,6 +59,8 @@ class AttributionMethod:
     # What the maps claim to sum to (the ``completeness_gap`` metric checks it): "logit" = the
     # explained logit minus the model's constant logit bias; "" = no completeness claim.
     completeness: ClassVar[str] = ""
+    # Model inputs per explained input in one model call (DeepLift runs inputs and baselines together).
+    inputs_per_call: ClassVar[int] = 1
 
     def __init__(self, **params: Any) -> None:
         unknown = sorted(set(params) - set(self.defaults))
@@ -72,6 +75,7 @@ class AttributionMethod:
             if isinstance(params[key], int) and not isinstance(params[key], bool) and params[key] < (key != "seed"):
                 raise ParameterError(f"{where} must be >= {int(key != 'seed')}, got {value!r}")
         self.params = {**self.defaults, **params}
+        self.max_batch = DEFAULT_MAX_BATCH  # inputs per model call; set by each attribute() call
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
@@ -95,8 +99,17 @@ class AttributionMethod:
     def _unsupported(self, model: ModelAdapter, why: str) -> None:
         raise UnsupportedMethodError(f"method {self.name!r} cannot explain model {model.name!r}: {why}")
 
-    def attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
-        """Channel-summed maps (B, H, W), one per (input, target), on the inputs' device."""
+    def attribute(
+        self, model: ModelAdapter, inputs: Tensor, targets: Tensor, *, max_batch: int = DEFAULT_MAX_BATCH
+    ) -> Tensor:
+        """Channel-summed maps (B, H, W), one per (input, target), on the inputs' device.
+
+        The model never sees more than ``max_batch`` inputs in one call: the batch is explained in
+        chunks, and methods that evaluate many inputs per explained input (IntegratedGradients'
+        steps, LIME's and Shapley sampling's perturbations) split their evaluations to fit.
+        """
+        if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
+            raise ValueError(f"max_batch must be a positive integer, got {max_batch!r}")
         self.check(model)
         if inputs.dim() != 4:
             raise ValueError(f"inputs must be (B, C, H, W) model inputs, got shape {tuple(inputs.shape)}")
@@ -109,10 +122,13 @@ class AttributionMethod:
                 f"targets must be class indices in 0..{model.num_classes - 1} of model {model.name!r}; got "
                 f"{targets[bad][:8].tolist()} at batch positions {bad.nonzero().flatten()[:8].tolist()}"
             )
-        maps = self._attribute(model, inputs.detach(), targets)
-        if maps.dim() == 4:
-            maps = maps.sum(dim=1)
-        return maps.detach().to(inputs.dtype)
+        self.max_batch = max_batch
+        chunk = max(1, max_batch // self.inputs_per_call)
+        out = []
+        for start in range(0, inputs.shape[0], chunk):
+            maps = self._attribute(model, inputs[start : start + chunk].detach(), targets[start : start + chunk])
+            out.append((maps.sum(dim=1) if maps.dim() == 4 else maps).detach())
+        return torch.cat(out).to(inputs.dtype)
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         raise NotImplementedError

@@ -1,25 +1,24 @@
-"""Perturbation methods over superpixels: LIME and Shapley value sampling (Captum).
+"""Perturbation methods over superpixels: LIME and Shapley value sampling (Captum's sampling, batched).
 
 Both explain the probability of the target (softmax, or sigmoid for B-cos models) as a function of
 which image segments are present; absent segments take ``baseline`` (default 0 in model-input
 space, on every channel, so both halves of a B-cos [x, 1 - x] pair go together). Segments come from
 the decoded image: ``quickshift`` (LIME's default: kernel 4, max_dist 200, ratio 0.2, as TPAMI's
 code), ``slic`` or a square grid of ``patches``. Maps hold each segment's value on its pixels.
-Sampling is seeded per sample, so a map does not depend on the rest of the batch.
+Sampling is seeded per sample, so a map does not depend on the rest of the batch; the perturbations
+of all samples share model calls of at most ``max_batch`` inputs (:mod:`attributions.sampling`).
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-import captum.attr as ca
 import numpy as np
 import torch
-from captum._utils.models.linear_model import SkLearnRidge
-from captum.attr._core.lime import get_exp_kernel_similarity_function
 from torch import Tensor
 
-from attributions.base import AttributionMethod, Capabilities, seeded
+from attributions.base import AttributionMethod, Capabilities
+from attributions.sampling import ScoreFn, lime_weights, segment_maps, shapley_sampling_values, top_k_mask
 from faithbench.errors import ParameterError, check_choice
 from models.adapter import ModelAdapter
 
@@ -62,9 +61,10 @@ def segment(images: Tensor, method: str, **params: float) -> Tensor:
 
 
 class _SegmentMethod(AttributionMethod):
-    """LIME and Shapley sampling: the same Captum call over a segment mask, one seeded sample at a time."""
+    """LIME and Shapley sampling over a segment mask: every sample's perturbations batched across samples
+    (:mod:`attributions.sampling`), each sample seeded as if alone, so a map never depends on its batch."""
 
-    capabilities = Capabilities(batchable=False, seeded=True)
+    capabilities = Capabilities(seeded=True)
     choices: ClassVar[dict] = {"segmentation": SEGMENTATIONS}
 
     def __init__(self, **params: object) -> None:
@@ -84,38 +84,21 @@ class _SegmentMethod(AttributionMethod):
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         segments = self._segments(model, inputs)
-        explainer = self._explainer(lambda x: model.probabilities(model.module(x)))
-        p = self.params
-        maps = []
-        for i in range(inputs.shape[0]):  # seeded per sample: a map never depends on the rest of the batch
-            seg = segments[i]
-            with seeded(p["seed"], inputs.device):
-                out = explainer.attribute(
-                    inputs[i : i + 1],
-                    baselines=p["baseline"],
-                    target=targets[i : i + 1],
-                    feature_mask=seg.view(1, 1, *seg.shape),
-                    n_samples=p["n_samples"],
-                    perturbations_per_eval=p["perturbations_per_eval"],
-                    **self._attribute_kwargs(),
-                )
-            maps.append(self._to_map(out, seg))
-        return torch.stack(maps).to(inputs.dtype)
 
-    def _explainer(self, forward):
-        raise NotImplementedError
+        def score(x: Tensor, t: Tensor) -> Tensor:
+            return model.probabilities(model.module(x)).gather(1, t.view(-1, 1)).squeeze(1)
 
-    def _attribute_kwargs(self) -> dict:
-        return {}
+        values = self._values(score, inputs, segments, targets)
+        return segment_maps(values, segments)
 
-    def _to_map(self, out: Tensor, seg: Tensor) -> Tensor:
-        """The (H, W) map from Captum's output for one input with segment map ``seg``."""
+    def _values(self, score: ScoreFn, inputs: Tensor, segments: Tensor, targets: Tensor) -> Tensor:
+        """(B, K) per-segment values."""
         raise NotImplementedError
 
 
 class Lime(_SegmentMethod):
     name = "lime"
-    description = "Captum LIME on superpixels (ridge surrogate, exp. cosine kernel 0.25 as the lime package)"
+    description = "LIME on superpixels (ridge surrogate, exp. cosine kernel 0.25 as the lime package; Captum's draws)"
     defaults: ClassVar[dict] = {
         "n_samples": 500,
         "segmentation": "quickshift",
@@ -124,45 +107,50 @@ class Lime(_SegmentMethod):
         "top_k": 5,
         "baseline": 0.0,
         "kernel_width": 0.25,
-        "perturbations_per_eval": 64,
+        "ridge_alpha": 1.0,
         "seed": 0,
     }
     choices: ClassVar[dict] = {**_SegmentMethod.choices, "output": ("weights", "top_k_mask")}
 
-    def _explainer(self, forward):
-        return ca.Lime(
-            forward,
-            interpretable_model=SkLearnRidge(alpha=1.0),
-            similarity_func=get_exp_kernel_similarity_function("cosine", self.params["kernel_width"]),
+    def _values(self, score: ScoreFn, inputs: Tensor, segments: Tensor, targets: Tensor) -> Tensor:
+        p = self.params
+        weights = lime_weights(
+            score,
+            inputs,
+            segments,
+            targets,
+            n_samples=p["n_samples"],
+            baseline=p["baseline"],
+            kernel_width=p["kernel_width"],
+            alpha=p["ridge_alpha"],
+            seed=p["seed"],
+            max_batch=self.max_batch,
         )
-
-    def _attribute_kwargs(self) -> dict:
-        return {"return_input_shape": False}
-
-    def _to_map(self, out: Tensor, seg: Tensor) -> Tensor:
-        weights = out[0]
-        if self.params["output"] == "top_k_mask":  # TPAMI: binary mask of the top-k positive superpixels
-            keep = torch.zeros_like(weights)
-            top = weights.topk(min(self.params["top_k"], weights.numel())).indices
-            keep[top] = (weights[top] > 0).to(weights.dtype)
-            weights = keep
-        return weights.to(seg.device)[seg]  # the surrogate's weights come back on the host
+        if p["output"] == "top_k_mask":  # TPAMI: binary mask of the top-k positive superpixels
+            return top_k_mask(weights, p["top_k"])
+        return weights
 
 
 class ShapleySampling(_SegmentMethod):
     name = "shapley_sampling"
-    description = "Captum ShapleyValueSampling over image segments (default a 7 x 7 grid of patches)"
+    description = "Shapley value sampling over image segments (default a 7 x 7 grid of patches; Captum's sampling)"
     defaults: ClassVar[dict] = {
         "n_samples": 25,
         "segmentation": "patches",
         "segmentation_params": None,
         "baseline": 0.0,
-        "perturbations_per_eval": 64,
         "seed": 0,
     }
 
-    def _explainer(self, forward):
-        return ca.ShapleyValueSampling(forward)
-
-    def _to_map(self, out: Tensor, seg: Tensor) -> Tensor:
-        return out[0, 0]  # every channel of a segment carries the segment's value
+    def _values(self, score: ScoreFn, inputs: Tensor, segments: Tensor, targets: Tensor) -> Tensor:
+        p = self.params
+        return shapley_sampling_values(
+            score,
+            inputs,
+            segments,
+            targets,
+            n_samples=p["n_samples"],
+            baseline=p["baseline"],
+            seed=p["seed"],
+            max_batch=self.max_batch,
+        )

@@ -44,7 +44,6 @@ def _cmd_list(args: argparse.Namespace) -> int:
             for f, on in (
                 ("needs conv layer", caps.needs_layer),
                 ("B-cos models only", caps.needs_native),
-                ("per sample", not caps.batchable),
                 ("seeded", caps.seeded),
                 ("class-agnostic", not caps.class_specific),
             )
@@ -114,6 +113,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         seed=args.seed,
         n_samples=args.n_samples,
         batch_size=args.batch_size,
+        max_batch=args.max_batch,
         data_root=args.data_root,
         dataset="imagefolder" if args.data_root else None,
         tables=_table_overrides(args),
@@ -232,6 +232,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-size",
         type=int,
         help="inputs explained per method call (metrics perturb 4x as many per model call); default: the suite's",
+    )
+    p_run.add_argument(
+        "--max-batch",
+        type=int,
+        help="at most this many inputs per model call, in every method and metric (memory); default: the suite's",
     )
     p_run.add_argument("--data-root", help="ImageNet-style folder (one sub-folder per class) instead of the default")
     p_run.add_argument("--out", help="output folder (default runs/SUITE); rerunning resumes")

@@ -64,7 +64,8 @@ def compute_examples(run_dir: Path, results: pd.DataFrame) -> dict[tuple[str, st
         if model is None:
             continue
         method = get_method(method_name, **suite.method_params.get(method_name, {}))
-        unit = Unit(model, method, data.images, data.labels, torch.arange(0), suite.batch_size, device)
+        ids = torch.arange(0)
+        unit = Unit(model, method, data.images, data.labels, ids, suite.batch_size, device, max_batch=suite.max_batch)
         shown = spec.example(unit, cfg)
         example = {
             "key": key,

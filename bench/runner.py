@@ -167,6 +167,7 @@ def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) ->
                 shard.rank,
                 shard.world,
                 model_cache,
+                max_batch=suite.max_batch,
             )
             parts = shard.gather(evaluate_unit(unit, suite))
             if shard.rank == 0:

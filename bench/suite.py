@@ -30,6 +30,7 @@ SCALARS = {  # key: (type, smallest value or None)
     "seed": (int, 0),
     "n_samples": (int, 1),
     "batch_size": (int, 1),
+    "max_batch": (int, 1),
 }
 LISTS = ("models", "methods", "metrics", "plugins")
 
@@ -56,6 +57,7 @@ class Suite:
     seed: int = 0
     n_samples: int = 64
     batch_size: int = 64
+    max_batch: int = 256  # inputs per model call, for every method and metric (not in the resume key: memory only)
     configs: Mapping[str, Any] = field(default_factory=dict)
     method_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     plugins: tuple[str, ...] = ()

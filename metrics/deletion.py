@@ -217,7 +217,7 @@ def _curve_metric(curve_fn: Callable[..., CurveScores]) -> Callable[[Unit, Delet
             fractions=cfg.fractions,
             baseline=unit_baseline(unit, cfg, ids),
             activation=unit.model.activation,
-            chunk_size=4 * unit.batch_size,
+            chunk_size=unit.eval_batch,
         )
         return MetricResult(res.values, res.undefined, ids, to_dict(cfg), "samples", res.curve, res.fractions)
 

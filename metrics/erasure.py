@@ -246,7 +246,7 @@ def _part(name: str) -> Callable[[Unit, ErasureConfig], MetricResult]:
                 summary=cfg.summary,
                 baseline=unit_baseline(unit, cfg, ids),
                 activation=unit.model.activation,
-                chunk_size=4 * unit.batch_size,
+                chunk_size=unit.eval_batch,
             ),
         )
         part: CurveScores = getattr(both, name)

@@ -177,7 +177,7 @@ class PreparedGrids:
 def prepare_grids(unit: Unit, cfg: GridPGConfig) -> PreparedGrids:
     preset = cfg.effective_preset()
     model = unit.model
-    logits = model.predict_logits(unit.images, 4 * unit.batch_size, unit.device)
+    logits = model.predict_logits(unit.images, unit.eval_batch, unit.device)
     sel = select_grids(
         preset, unit.labels, logits, is_vit=model.is_vit, n_grids=cfg.n_grids, activation=model.activation
     )
@@ -210,7 +210,7 @@ def evaluate(unit: Unit, cfg: GridPGConfig) -> MetricResult:
     maps = unit.timed_explanation(
         "gridpg",
         lambda: gridpg_maps(
-            unit.explain, prep.grids[g], prep.labels[g], preset, is_vit=unit.model.is_vit, chunk_size=unit.batch_size
+            unit.explain, prep.grids[g], prep.labels[g], preset, is_vit=unit.model.is_vit, chunk_size=unit.explain_batch
         ),
     )
     scores = grid_pointing_game(maps, n, tiling=preset.tiling, smooth=info["smooth"], zero_mass=preset.zero_mass)

@@ -117,6 +117,8 @@ class Unit:
         images, labels: the evaluation set, (N, c, H, W) in [0, 1] and (N,), on the host.
         sample_ids: (S,) ids of the images the per-sample metrics use (all processes).
         batch_size: inputs per explanation call; metrics perturb ``4 * batch_size`` per model call.
+        max_batch: at most this many inputs per model call, for the method and every metric
+            (:attr:`explain_batch`, :attr:`eval_batch`).
         rank, world: this process's shard: items i with i % world == rank.
         model_cache: shared by every unit of the same model (e.g. its GridPG grids).
         cache: shared by the metrics of this unit (e.g. the sample explanations).
@@ -135,6 +137,17 @@ class Unit:
     model_cache: dict[Hashable, Any] = field(default_factory=dict)
     cache: dict[Hashable, Any] = field(default_factory=dict)
     explain_time: dict[str, float] = field(default_factory=dict)
+    max_batch: int = 256
+
+    @property
+    def explain_batch(self) -> int:
+        """Inputs per explanation call."""
+        return min(self.batch_size, self.max_batch)
+
+    @property
+    def eval_batch(self) -> int:
+        """Inputs per plain or perturbed model call of a metric."""
+        return min(4 * self.batch_size, self.max_batch)
 
     def take(self, n: int) -> Tensor:
         """This shard's item indices among ``n`` items."""
@@ -142,7 +155,7 @@ class Unit:
 
     def explain(self, inputs: Tensor, targets: Tensor) -> Tensor:
         """Channel-summed maps (B, H, W) of the unit's method on the unit's model."""
-        return self.method.attribute(self.model, inputs, targets)
+        return self.method.attribute(self.model, inputs, targets, max_batch=self.max_batch)
 
     def per_model(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         if key not in self.model_cache:
@@ -186,7 +199,7 @@ class Unit:
             raise ValueError(f"unknown target {target!r}; valid: label, predicted")
 
         def predict() -> Tensor:
-            b = 4 * self.batch_size
+            b = self.eval_batch
             with torch.no_grad():
                 return torch.cat([self.model.module(x[s : s + b]).argmax(dim=1) for s in range(0, len(x), b)])
 
@@ -200,7 +213,7 @@ class Unit:
         ``samples:predicted`` is that of the label maps plus the re-explained samples.
         """
         x, t, _ = self.samples()
-        b = self.batch_size
+        b = self.explain_batch
 
         def explain_all(inputs: Tensor, targets: Tensor) -> Tensor:
             return torch.cat([self.explain(inputs[s : s + b], targets[s : s + b]) for s in range(0, len(inputs), b)])

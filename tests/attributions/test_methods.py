@@ -101,6 +101,27 @@ def test_contract_shape_device_dtype_or_refusal_before_compute(name, model_name)
 
 
 @pytest.mark.parametrize("name", list(METHODS))
+def test_no_model_call_exceeds_max_batch_and_the_maps_do_not_change(name):
+    model = MODELS[sorted(SUPPORT.get(name, {"cnn"}))[0]]
+    x = model.encode(torch.rand(7, 1, 28, 28, generator=torch.Generator().manual_seed(1)))
+    targets = torch.arange(7) % 10
+    sizes: list[int] = []  # batch sizes seen by every module (some methods run part of the model)
+
+    def record(module, args):
+        sizes.extend(a.shape[0] for a in args[:1] if isinstance(a, torch.Tensor) and a.dim())
+
+    hooks = [m.register_forward_pre_hook(record) for m in model.module.modules()]
+    try:
+        bounded = method(name).attribute(model, x, targets, max_batch=3)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert sizes and max(sizes) <= 3, sizes
+    free = method(name).attribute(model, x, targets)
+    torch.testing.assert_close(bounded, free, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", list(METHODS))
 def test_a_batch_gives_the_same_maps_as_one_input_at_a_time(name):
     model = MODELS[sorted(SUPPORT.get(name, {"cnn"}))[0]]
     x = model.encode(IMAGES)
@@ -160,7 +181,7 @@ def test_seeded_methods_are_reproducible(name):
     b = get_method(name, seed=3, **FAST[name]).attribute(model, x, TARGETS[:2])
     c = get_method(name, seed=4, **FAST[name]).attribute(model, x, TARGETS[:2])
     assert torch.equal(a, b) and not torch.equal(a, c)
-    assert METHODS.get(name).capabilities.seeded and not METHODS.get(name).capabilities.batchable
+    assert METHODS.get(name).capabilities.seeded
 
 
 def test_lime_top_k_mask_is_binary_with_at_most_k_segments():
@@ -270,12 +291,3 @@ def test_lrp_on_a_bcosified_model_is_complete_wrt_the_normalised_input():
         (g,) = torch.autograd.grad(net(xg).gather(1, TARGETS.view(-1, 1)).sum(), xg)
     # Relevance passes layer 0 unchanged: it is (x - mean) * grad, which sums to logit - bias.
     torch.testing.assert_close(lrp0, ((x - net[0].mean) * g).sum(1), rtol=1e-4, atol=1e-7)
-
-
-@pytest.mark.parametrize("output", ["weights", "top_k_mask"])
-def test_lime_maps_land_on_the_segments_device(output):
-    """Captum's surrogate returns its weights on the host; indexing them with segments on a GPU failed.
-    The meta device stands in for the GPU here (tests/test_cuda.py runs the real thing)."""
-    method = get_method("lime", output=output)
-    seg = torch.tensor([[0, 1], [2, 2]], device="meta")
-    assert method._to_map(torch.tensor([[0.5, -1.0, 2.0]]), seg).device.type == "meta"

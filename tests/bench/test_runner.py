@@ -258,6 +258,39 @@ def test_changed_settings_recompute_only_what_changed(tiny_suite, tiny_run, tmp_
     assert calls == ["input_x_gradient", "input_x_gradient"]
 
 
+def test_max_batch_bounds_every_model_call_of_every_method_and_metric(tiny_suite, tiny_run, tmp_path, monkeypatch):
+    real, sizes = runner.load_model, []
+
+    def counted(name, device="cpu", **kwargs):
+        model = real(name, device=device, **kwargs)
+        for module in model.module.modules():  # some methods run part of the model (native_normalised)
+            module.register_forward_pre_hook(
+                lambda m, args: sizes.extend(a.shape[0] for a in args[:1] if hasattr(a, "dim") and a.dim())
+            )
+        return model
+
+    suite = tmp_path / "bounded.toml"
+    methods = "native, gradient, integrated_gradients, deeplift, gradcam, lrp, lime, shapley_sampling"
+    suite.write_text(
+        TINY.replace('methods = ["native", "gradient"]', f"methods = {json.dumps(methods.split(', '))}").replace(
+            '"gini"]', '"gini", "completeness_gap"]'
+        )
+        + "\n[method_params.integrated_gradients]\nn_steps = 4\n[method_params.lime]\nn_samples = 12\n"
+        + 'segmentation = "slic"\n[method_params.shapley_sampling]\nn_samples = 1\n'
+    )
+    monkeypatch.setattr(runner, "load_model", counted)
+    out = tmp_path / "bounded"
+    args = ["run", "--suite", str(suite), "--out", str(out), "--no-progress", "--no-report", "--max-batch", "5"]
+    assert main(args) == 0
+    assert max(sizes) == 5  # reached (the hooks see the calls), never exceeded
+    bounded = pd.read_csv(out / "results.csv")
+    assert {"lime", "shapley_sampling", "integrated_gradients", "deeplift"} <= set(bounded.method)
+    # The bound changes memory, not scores: the tiny run (max_batch 256) agrees on its units.
+    reference = pd.read_csv(tiny_run / "results.csv").set_index(["model", "method", "metric"])["mean"]
+    shared = bounded.set_index(["model", "method", "metric"])["mean"].loc[reference.index]
+    np.testing.assert_allclose(shared.to_numpy(), reference.to_numpy(), rtol=1e-4, atol=1e-6)
+
+
 # ----------------------------------------------------------------------------- compare
 
 
