@@ -85,8 +85,8 @@ class _SegmentMethod(AttributionMethod):
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         segments = self._segments(model, inputs)
 
-        def score(x: Tensor, t: Tensor) -> Tensor:
-            return model.probabilities(model.module(x)).gather(1, t.view(-1, 1)).squeeze(1)
+        def score(x: Tensor) -> Tensor:
+            return model.probabilities(model.module(x))
 
         values = self._values(score, inputs, segments, targets)
         return segment_maps(values, segments)

@@ -8,6 +8,10 @@ random numbers exactly as Captum does for that sample alone under ``torch.manual
 maps equal Captum's per-sample maps up to float rounding (tested against Captum), and a sample's
 map never depends on its batch.
 
+Model calls are shared wherever the inputs coincide: jobs are deduplicated by (sample content,
+kept segments), so the cells of one GridPG grid (the same image explained for several targets) and
+repeated draws of the same segment subset cost one evaluation, whose class scores serve every target.
+
 Features are segment ids 0..K_i-1 of each sample's (H, W) segment map; samples with fewer
 segments than the batch's largest are padded with features that never occur (they get weight 0).
 """
@@ -19,12 +23,25 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-ScoreFn = Callable[[Tensor, Tensor], Tensor]
-"""``score(inputs (n, C, H, W), targets (n,)) -> (n,)``: the explained output, e.g. the target's probability."""
+ScoreFn = Callable[[Tensor], Tensor]
+"""``score(inputs (n, C, H, W)) -> (n, num_classes)``: the explained outputs, e.g. class probabilities."""
 
 
 def _n_segments(segments: Tensor) -> Tensor:
     return segments.flatten(1).amax(dim=1) + 1
+
+
+def _representatives(inputs: Tensor, segments: Tensor) -> Tensor:
+    """(B,) for every sample the first sample with the same input and segments (itself if none)."""
+    b = inputs.shape[0]
+    flat, seg = inputs.float().reshape(b, -1), segments.reshape(b, -1)
+    # An integer hash of the bits (exact arithmetic: equal rows always get equal keys), confirmed exactly.
+    bits = torch.cat([flat.view(torch.int32).long(), seg.long()], dim=1)
+    gen = torch.Generator().manual_seed(0)
+    key = (bits * torch.randint(1, 2**31, (bits.shape[1],), generator=gen).to(bits.device)).sum(dim=1)
+    first = (key.view(b, 1) == key.view(1, b)).int().argmax(dim=1)
+    same = (flat == flat[first]).all(dim=1) & (seg == seg[first]).all(dim=1)
+    return torch.where(same, first, torch.arange(b, device=inputs.device)).cpu()
 
 
 def _evaluate(
@@ -37,16 +54,20 @@ def _evaluate(
     job_present: Tensor,
     max_batch: int,
 ) -> Tensor:
-    """Scores (J,) of every job: its sample with the segments ``job_present`` (J, K) kept, the rest ``baseline``."""
-    out = torch.empty(job_sample.shape[0], dtype=torch.float32, device=inputs.device)
+    """Scores (J,) of every job: its sample with the segments ``job_present`` (J, K) kept, the rest
+    ``baseline``, read at its sample's target. Identical jobs (same sample content, same kept segments)
+    are evaluated once."""
+    key = torch.cat([_representatives(inputs, segments)[job_sample].view(-1, 1), job_present.long()], dim=1)
+    unique, inverse = torch.unique(key, dim=0, return_inverse=True)
     base = torch.as_tensor(baseline, dtype=inputs.dtype, device=inputs.device)
-    for start in range(0, job_sample.shape[0], max_batch):
-        s = slice(start, start + max_batch)
-        b = job_sample[s].to(inputs.device)
-        present = job_present[s].to(inputs.device)
+    out = []
+    for start in range(0, unique.shape[0], max_batch):
+        rows = unique[start : start + max_batch].to(inputs.device)
+        b, present = rows[:, 0], rows[:, 1:].bool()
         keep = present.gather(1, segments[b].flatten(1)).view(len(b), 1, *segments.shape[1:])
-        out[s] = score(torch.where(keep, inputs[b], base), targets[b]).float()
-    return out
+        out.append(score(torch.where(keep, inputs[b], base)).float())
+    scores = torch.cat(out)
+    return scores[inverse.to(scores.device), targets[job_sample.to(targets.device)]]
 
 
 @torch.no_grad()

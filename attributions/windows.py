@@ -91,12 +91,13 @@ def sliding_window_maps(
     windows = F.unfold(padded, window, stride=stride)  # (G, C*win*win, L)
     n_win = windows.shape[-1]
     windows = windows.transpose(1, 2).reshape(g, n_win, c, window, window)
-    # Job j explains window (g, l) for target (g, t); jobs ordered (g, t, l).
-    g_idx = torch.arange(g, device=grids.device).repeat_interleave(t * n_win)
-    l_idx = torch.arange(n_win, device=grids.device).repeat(g * t)
-    job_targets = targets.repeat_interleave(n_win, dim=1).reshape(-1)
+    # Job j explains window (g, l) for target (g, t); jobs ordered (g, l, t), so that the targets of one
+    # window are explained together (methods that share model calls between equal inputs, such as LIME).
+    g_idx = torch.arange(g, device=grids.device).repeat_interleave(n_win * t)
+    l_idx = torch.arange(n_win, device=grids.device).repeat_interleave(t).repeat(g)
+    job_targets = targets.unsqueeze(1).expand(g, n_win, t).reshape(-1)
     maps = explain_in_chunks(explain, lambda s: windows[g_idx[s], l_idx[s]], job_targets, chunk_size)
-    maps = maps.reshape(g * t, n_win, window * window).transpose(1, 2)
+    maps = maps.reshape(g, n_win, t, window * window).permute(0, 2, 3, 1).reshape(g * t, window * window, n_win)
     folded = F.fold(maps, (hp, wp), window, stride=stride)
     if fold == "mean":
         ones = torch.ones(1, window * window, n_win, dtype=maps.dtype, device=maps.device)

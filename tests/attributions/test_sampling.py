@@ -28,7 +28,7 @@ def problem(seed: int = 0, n: int = 4):
 
 
 def score_fn(model: nn.Module):
-    return lambda inputs, targets: model(inputs).softmax(-1).gather(1, targets.view(-1, 1)).squeeze(1)
+    return lambda inputs: model(inputs).softmax(-1)
 
 
 def test_lime_equals_captum_per_sample():
@@ -75,7 +75,7 @@ def test_shapley_values_are_efficient_for_every_permutation():
     score = score_fn(model)
     values = shapley_sampling_values(score, x, segments, targets, n_samples=2, baseline=0.3)
     with torch.no_grad():
-        total = score(x, targets) - score(torch.full_like(x, 0.3), targets)
+        total = (score(x) - score(torch.full_like(x, 0.3))).gather(1, targets.view(-1, 1)).squeeze(1)
     torch.testing.assert_close(values.sum(1), total, rtol=1e-5, atol=1e-6)
 
 
@@ -92,18 +92,31 @@ def test_a_samples_values_do_not_depend_on_its_batch_or_the_call_size(batch, max
         torch.testing.assert_close(batched[0, :k], alone[0], rtol=1e-4, atol=1e-6)
 
 
-def test_calls_never_exceed_max_batch():
+def test_calls_never_exceed_max_batch_and_identical_inputs_share_them():
     model = tiny_model()
     x, segments, targets = problem()
     sizes = []
 
-    def score(inputs, t):
+    def score(inputs):
         sizes.append(len(inputs))
-        return score_fn(model)(inputs, t)
+        return score_fn(model)(inputs)
 
-    lime_weights(score, x, segments, targets, n_samples=30, max_batch=11)
     shapley_sampling_values(score, x, segments, targets, n_samples=2, max_batch=11)
-    assert max(sizes) == 11 and sum(sizes) == 4 * 30 + 4 + 2 * int((segments.flatten(1).amax(1) + 1).sum())
+    # Baselines plus one call per (permutation, step), less the full set that both permutations end with.
+    assert max(sizes) == 11 and sum(sizes) <= 4 + 2 * int((segments.flatten(1).amax(1) + 1).sum()) - 4
+    sizes.clear()
+    lime_weights(score, x, segments, targets, n_samples=30, max_batch=11)
+    # Sample 0 has 3 segments: its 30 draws hold at most 2^3 distinct subsets.
+    assert max(sizes) == 11 and sum(sizes) <= 8 + 3 * 30
+    # One image explained for three targets (a GridPG grid's cells) costs the model calls of one.
+    for fn, kw in ((lime_weights, {"n_samples": 30}), (shapley_sampling_values, {"n_samples": 2})):
+        sizes.clear()
+        alone = [fn(score, x[1:2], segments[1:2], t.view(1), **kw) for t in targets[:3]]
+        calls_alone = sum(sizes) / 3
+        sizes.clear()
+        shared = fn(score, x[1:2].expand(3, -1, -1, -1), segments[1:2].expand(3, -1, -1), targets[:3], **kw)
+        assert sum(sizes) == calls_alone
+        torch.testing.assert_close(shared, torch.cat(alone), rtol=1e-5, atol=1e-7)
 
 
 def test_top_k_mask_keeps_only_positive_top_weights():
