@@ -7,16 +7,20 @@ spec's hook with the same signature (:mod:`metrics.spec`). No metric is named he
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from typing import Any
 
 import torch
 
+from bench.cost import Cost, measuring
 from bench.suite import Suite
 from metrics.registry import METRICS
 from metrics.spec import MetricResult, MetricSpec, Unit
 
 
-def to_record(spec: MetricSpec, result: MetricResult, explain_s: float, metric_s: float) -> dict[str, Any]:
+def to_record(
+    spec: MetricSpec, result: MetricResult, explain_s: float, metric_s: float, cost: Cost | None = None
+) -> dict[str, Any]:
     """A metric's results as plain data in the reported scale (JSON-able, host-side)."""
     curve, fractions = result.curve, result.fractions
     return {
@@ -28,6 +32,7 @@ def to_record(spec: MetricSpec, result: MetricResult, explain_s: float, metric_s
         "params": result.params,
         "explain_time_s": explain_s,
         "metric_time_s": metric_s,
+        **(asdict(cost) if cost is not None else {}),
         "curve": None if curve is None else curve.double().cpu().tolist(),
         "fractions": None if fractions is None else fractions.double().cpu().tolist(),
     }
@@ -41,7 +46,8 @@ def _sync(device: torch.device) -> None:
 def evaluate_unit(unit: Unit, suite: Suite) -> dict[str, dict[str, Any]]:
     """This shard's per-sample records of every metric of the suite.
 
-    A metric's time excludes the explanations it triggered (shared, reported as explain time).
+    A metric's time excludes the explanations it triggered (shared, reported as explain time); its
+    model calls and peak memory include them (the first metric that needs an explanation pays for it).
     """
     records = {}
     for name in suite.metrics:
@@ -49,11 +55,13 @@ def evaluate_unit(unit: Unit, suite: Suite) -> dict[str, dict[str, Any]]:
         if spec.applies is not None and spec.applies(unit) is not None:
             continue  # e.g. a completeness gap for a method that claims no completeness: no row
         explained_before = sum(unit.explain_time.values())
-        start = time.perf_counter()
-        result = spec.evaluate(unit, suite.config(name))
-        _sync(unit.device)
-        spent = time.perf_counter() - start - (sum(unit.explain_time.values()) - explained_before)
-        records[name] = to_record(spec, result, unit.explanation_seconds(result.explained), max(spent, 0.0))
+        with measuring(unit.model.module, unit.device) as cost:
+            start = time.perf_counter()
+            result = spec.evaluate(unit, suite.config(name))
+            _sync(unit.device)
+            spent = time.perf_counter() - start - (sum(unit.explain_time.values()) - explained_before)
+        explain_s = unit.explanation_seconds(result.explained)
+        records[name] = to_record(spec, result, explain_s, max(spent, 0.0), cost)
     return records
 
 
@@ -73,5 +81,9 @@ def merge_shards(parts: list[dict[str, dict]]) -> dict[str, dict]:
             out["fractions"] = next((r["fractions"] for r in recs if r["fractions"] is not None), None)
         out["explain_time_s"] = max(r["explain_time_s"] for r in recs)
         out["metric_time_s"] = max(r["metric_time_s"] for r in recs)
+        if all("model_calls" in r for r in recs):
+            out["model_calls"] = sum(r["model_calls"] for r in recs)
+            out["model_inputs"] = sum(r["model_inputs"] for r in recs)
+            out["peak_memory_mb"] = max(r["peak_memory_mb"] for r in recs)
         merged[metric] = out
     return merged

@@ -114,6 +114,7 @@ def write_plots(run_dir: Path, results: pd.DataFrame, out: Path) -> list[Path]:
     import matplotlib.pyplot as plt
     import seaborn as sns
 
+    from bench.cost import cost_plot
     from bench.examples import example_panel
     from metrics.registry import METRICS
 
@@ -156,6 +157,10 @@ def write_plots(run_dir: Path, results: pd.DataFrame, out: Path) -> list[Path]:
             fig.savefig(path, dpi=110, bbox_inches="tight")
             plt.close(fig)
             written.append(path)
+    if "explain_time_s" in results:
+        cost = cost_plot(results, out, plt, sns)
+        if cost is not None:
+            written.append(cost)
     panel = example_panel(run_dir, results, out, plt)
     if panel is not None:
         written.append(panel)

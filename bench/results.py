@@ -54,6 +54,9 @@ RESULT_COLUMNS = [
     "higher_is_better",
     "explain_time_s",
     "metric_time_s",
+    "model_calls",
+    "model_inputs",
+    "peak_memory_mb",
 ]
 
 
@@ -180,6 +183,7 @@ class RunStore:
                     "higher_is_better": rec["higher_is_better"],
                     "explain_time_s": rec["explain_time_s"],
                     "metric_time_s": rec["metric_time_s"],
+                    **{key: rec.get(key, float("nan")) for key in ("model_calls", "model_inputs", "peak_memory_mb")},
                     **unit["provenance"],
                     "model_weights_sha256": unit.get("weights_sha256", ""),
                     "params": json.dumps({**rec["params"], "method_params": unit["method_params"]}, sort_keys=True),

@@ -179,6 +179,7 @@ def test_report_writes_tables_and_plots(tiny_run):
         "pixel_insertion_curves.png",
         "gridpg.png",
         "example_maps.png",
+        "faithfulness_vs_cost.png",
     ):
         assert (tiny_run / "report" / name).stat().st_size > 100, name
     md = (tiny_run / "report" / "leaderboard.md").read_text()
@@ -285,6 +286,10 @@ def test_max_batch_bounds_every_model_call_of_every_method_and_metric(tiny_suite
     assert max(sizes) == 5  # reached (the hooks see the calls), never exceeded
     bounded = pd.read_csv(out / "results.csv")
     assert {"lime", "shapley_sampling", "integrated_gradients", "deeplift"} <= set(bounded.method)
+    # Per-unit cost: every row counts its model calls; the inputs they carried respect the bound.
+    assert (bounded.model_calls >= 0).all() and (bounded.model_inputs <= 5 * bounded.model_calls).all()
+    per_unit = bounded.groupby(["model", "method"])[["model_calls", "model_inputs"]].sum()
+    assert (per_unit.model_calls > 0).all() and bounded.peak_memory_mb.isna().all()  # no allocator stats on CPU
     # The bound changes memory, not scores: the tiny run (max_batch 256) agrees on its units.
     reference = pd.read_csv(tiny_run / "results.csv").set_index(["model", "method", "metric"])["mean"]
     shared = bounded.set_index(["model", "method", "metric"])["mean"].loc[reference.index]

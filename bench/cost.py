@@ -1,0 +1,90 @@
+"""What a unit costs besides wall time: model calls, inputs the model saw, peak device memory; and the
+report's faithfulness-vs-cost plot."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import nn
+
+
+@dataclass
+class Cost:
+    """Outermost forward calls of a model (a call of a sub-module inside another call is not counted; a
+    call of a sub-module on its own is: ``native_normalised`` runs the model after its layer 0), the
+    inputs they carried, and the peak device memory in MiB (CUDA only; NaN on the CPU, where torch
+    keeps no allocator statistics)."""
+
+    model_calls: int = 0
+    model_inputs: int = 0
+    peak_memory_mb: float = math.nan
+
+
+@contextlib.contextmanager
+def measuring(module: nn.Module, device: torch.device) -> Iterator[Cost]:
+    """Count ``module``'s forward calls and the peak memory on ``device`` inside the block."""
+    cost, depth = Cost(), [0]
+
+    def enter(_: nn.Module, args: tuple) -> None:
+        if depth[0] == 0:
+            cost.model_calls += 1
+            first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+            cost.model_inputs += int(first.shape[0]) if first is not None and first.dim() else 1
+        depth[0] += 1
+
+    def leave(*_: Any) -> None:
+        depth[0] -= 1
+
+    hooks = []
+    for m in module.modules():
+        hooks.append(m.register_forward_pre_hook(enter))
+        hooks.append(m.register_forward_hook(leave, always_call=True))
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    try:
+        yield cost
+    finally:
+        for hook in hooks:
+            hook.remove()
+        if cuda:
+            torch.cuda.synchronize(device)
+            cost.peak_memory_mb = torch.cuda.max_memory_allocated(device) / 2**20
+
+
+def cost_plot(results: pd.DataFrame, out: Path, plt: Any, sns: Any) -> Path | None:
+    """Each metric's mean score against the unit's explanation time (log scale), one point per (model,
+    method): which methods buy their faithfulness with compute."""
+    part = results[results["explain_time_s"].notna() & (results["explain_time_s"] > 0)]
+    if part.empty:
+        return None
+    metrics = list(dict.fromkeys(part["metric"]))
+    grid = sns.relplot(
+        data=part,
+        x="explain_time_s",
+        y="mean",
+        hue="method",
+        style="model",
+        col="metric",
+        col_wrap=min(3, len(metrics)),
+        height=3.0,
+        facet_kws={"sharey": False},
+    )
+    for ax, metric in zip(grid.axes.flat, metrics, strict=False):
+        ax.set_xscale("log")
+        row = part[part["metric"] == metric].iloc[0]
+        arrow = "higher" if bool(row["higher_is_better"]) else "lower"
+        ax.set_title(f"{metric} ({arrow} is better)")
+    grid.set_axis_labels("explanation time of the unit [s]", "mean score")
+    path = out / "faithfulness_vs_cost.png"
+    grid.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(grid.figure)
+    return path
