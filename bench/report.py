@@ -135,7 +135,7 @@ def write_plots(run_dir: Path, results: pd.DataFrame, out: Path) -> list[Path]:
                 hue="method",
                 col="model",
                 kind="line",
-                errorbar=("ci", 95),
+                errorbar=("se", 1.96),
                 col_wrap=min(3, part["model"].nunique()),
                 height=3.2,
             )
@@ -150,7 +150,7 @@ def write_plots(run_dir: Path, results: pd.DataFrame, out: Path) -> list[Path]:
             if part.empty:
                 continue
             fig, ax = plt.subplots(figsize=(max(6, 0.9 * part["method"].nunique() * part["model"].nunique() / 2), 4))
-            sns.barplot(data=part, x="method", y="value", hue="model", errorbar=("ci", 95), ax=ax)
+            sns.barplot(data=part, x="method", y="value", hue="model", errorbar=("se", 1.96), ax=ax)
             ax.set_ylabel(f"{spec.name} [{spec.unit}]" if spec.unit else spec.name)
             ax.tick_params(axis="x", rotation=30)
             path = out / f"{spec.name}.png"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,10 @@ from faithbench.io import atomic_write_text
 from metrics.spec import Unit
 from models import load_model
 from models.adapter import ModelAdapter
+
+# Rewriting the result tables takes ~1 s on a full suite: after a unit they are rewritten at most this
+# often, and always when the run ends or is interrupted.
+FLUSH_EVERY_S = 20.0
 
 
 def resolve_device(device: str) -> torch.device:
@@ -94,6 +99,7 @@ class _Writer:
         self.skipped: list[dict] = []
         self.identical: list[dict] = []  # method pairs with the same maps (bench.identity)
         self.started = False
+        self.flushed_at = -FLUSH_EVERY_S  # the first finished unit is written at once
 
     def start(self) -> None:
         if not self.started:
@@ -106,8 +112,9 @@ class _Writer:
         if self.active:
             self.start()
             if new:
-                self.store.save_unit(unit)
-            self.flush()
+                self.store.save_unit(unit)  # the unit is safe from here on; the tables are derived from units
+            if time.monotonic() - self.flushed_at >= FLUSH_EVERY_S:
+                self.flush()
 
     def skip(self, model: str, method: str, reason: str) -> None:
         self.skipped.append({"model": model, "method": method, "reason": reason})
@@ -120,6 +127,7 @@ class _Writer:
         self.identical += pairs
 
     def flush(self) -> pd.DataFrame:
+        self.flushed_at = time.monotonic()
         atomic_write_text(self.store.out / "skipped.json", json.dumps(self.skipped, indent=2))
         write_identical(self.store.out, self.identical)
         return self.store.write_tables(self.done, self.suite.name)
@@ -138,57 +146,63 @@ def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) ->
         disable=not progress or shard.rank != 0,
         file=sys.stderr,
     )
-    for model_name in suite.models:
-        model = _load_model(model_name, dev, shard)
-        model_cache: dict = {}
-        for method_name in suite.methods:
-            bar.set_postfix_str(f"{model_name} / {method_name}")
-            method = get_method(method_name, **suite.method_params.get(method_name, {}))
-            try:
-                method.check(model)
-            except UnsupportedMethodError as exc:
-                writer.skip(model_name, method_name, str(exc))
-                bar.update()
-                continue
-            key = unit_key(suite, model, method_name, method.params)
-            cached = shard.broadcast(writer.store.load_unit(model_name, method_name, key) if shard.rank == 0 else None)
-            if cached is not None:
-                writer.add(cached, new=False)
-                bar.update()
-                continue
-            unit = Unit(
-                model,
-                method,
-                data.images,
-                data.labels,
-                ids,
-                suite.batch_size,
-                dev,
-                shard.rank,
-                shard.world,
-                model_cache,
-                max_batch=suite.max_batch,
-            )
-            parts = shard.gather(evaluate_unit(unit, suite))
-            if shard.rank == 0:
-                writer.add(
-                    {
-                        "key": key,
-                        "model": model_name,
-                        "method": method_name,
-                        "family": model.family,
-                        "weights_sha256": model.weights_sha256,
-                        "method_params": method.params,
-                        "provenance": writer.prov,
-                        "metrics": merge_shards(parts),
-                        "fingerprint": fingerprint(unit),  # saved, so a resumed run still compares it
-                    },
-                    new=True,
+    try:
+        for model_name in suite.models:
+            model = _load_model(model_name, dev, shard)
+            model_cache: dict = {}
+            for method_name in suite.methods:
+                bar.set_postfix_str(f"{model_name} / {method_name}")
+                method = get_method(method_name, **suite.method_params.get(method_name, {}))
+                try:
+                    method.check(model)
+                except UnsupportedMethodError as exc:
+                    writer.skip(model_name, method_name, str(exc))
+                    bar.update()
+                    continue
+                key = unit_key(suite, model, method_name, method.params)
+                stored = writer.store.load_unit(model_name, method_name, key) if shard.rank == 0 else None
+                cached = shard.broadcast(stored)
+                if cached is not None:
+                    writer.add(cached, new=False)
+                    bar.update()
+                    continue
+                unit = Unit(
+                    model,
+                    method,
+                    data.images,
+                    data.labels,
+                    ids,
+                    suite.batch_size,
+                    dev,
+                    shard.rank,
+                    shard.world,
+                    model_cache,
+                    max_batch=suite.max_batch,
                 )
-            bar.update()
-        if shard.rank == 0:
-            writer.check_identities(model, model_name)
-        del model, model_cache
+                parts = shard.gather(evaluate_unit(unit, suite))
+                if shard.rank == 0:
+                    writer.add(
+                        {
+                            "key": key,
+                            "model": model_name,
+                            "method": method_name,
+                            "family": model.family,
+                            "weights_sha256": model.weights_sha256,
+                            "method_params": method.params,
+                            "provenance": writer.prov,
+                            "metrics": merge_shards(parts),
+                            "fingerprint": fingerprint(unit),  # saved, so a resumed run still compares it
+                        },
+                        new=True,
+                    )
+                bar.update()
+            if shard.rank == 0:
+                writer.check_identities(model, model_name)
+            del model, model_cache
+    except BaseException:  # an interrupt or an error: the tables still show every finished unit
+        if writer.active and writer.started:
+            writer.flush()
+        raise
     bar.close()
     shard.close()
     if shard.rank != 0:
