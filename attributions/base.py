@@ -108,8 +108,11 @@ class AttributionMethod:
         chunks, and methods that evaluate many inputs per explained input (IntegratedGradients'
         steps, LIME's and Shapley sampling's perturbations) split their evaluations to fit.
         """
-        if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
-            raise ValueError(f"max_batch must be a positive integer, got {max_batch!r}")
+        if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < self.inputs_per_call:
+            raise ValueError(
+                f"max_batch must be an integer >= {self.inputs_per_call} for method {self.name!r} "
+                f"(model inputs per explained input in one call), got {max_batch!r}"
+            )
         self.check(model)
         if inputs.dim() != 4:
             raise ValueError(f"inputs must be (B, C, H, W) model inputs, got shape {tuple(inputs.shape)}")
@@ -123,7 +126,7 @@ class AttributionMethod:
                 f"{targets[bad][:8].tolist()} at batch positions {bad.nonzero().flatten()[:8].tolist()}"
             )
         self.max_batch = max_batch
-        chunk = max(1, max_batch // self.inputs_per_call)
+        chunk = max_batch // self.inputs_per_call
         out = []
         for start in range(0, inputs.shape[0], chunk):
             maps = self._attribute(model, inputs[start : start + chunk].detach(), targets[start : start + chunk])

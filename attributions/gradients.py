@@ -52,10 +52,11 @@ class IntegratedGradients(AttributionMethod):
 
     def completeness_target(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         """IG's completeness axiom: the maps sum to f_t(x) - f_t(baseline)."""
+        t = targets.long().view(-1, 1)
         with torch.no_grad():
-            both = model.module(torch.cat([inputs, torch.full_like(inputs, self.params["baseline"])]))
-        picked = both.gather(1, targets.long().repeat(2).view(-1, 1)).squeeze(1)
-        return picked[: len(inputs)] - picked[len(inputs) :]
+            at_x = model.module(inputs).gather(1, t)
+            at_baseline = model.module(torch.full_like(inputs, self.params["baseline"])).gather(1, t)
+        return (at_x - at_baseline).squeeze(1)
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         p = self.params

@@ -112,6 +112,12 @@ class Lime(_SegmentMethod):
     }
     choices: ClassVar[dict] = {**_SegmentMethod.choices, "output": ("weights", "top_k_mask")}
 
+    def __init__(self, **params: object) -> None:
+        super().__init__(**params)
+        for key in ("ridge_alpha", "kernel_width"):
+            if not self.params[key] > 0:  # alpha 0 leaves the padded features' columns singular
+                raise ParameterError(f"method 'lime' parameter {key} must be > 0, got {self.params[key]!r}")
+
     def _values(self, score: ScoreFn, inputs: Tensor, segments: Tensor, targets: Tensor) -> Tensor:
         p = self.params
         weights = lime_weights(

@@ -34,9 +34,10 @@ def _n_segments(segments: Tensor) -> Tensor:
 def _representatives(inputs: Tensor, segments: Tensor) -> Tensor:
     """(B,) for every sample the first sample with the same input and segments (itself if none)."""
     b = inputs.shape[0]
-    flat, seg = inputs.float().reshape(b, -1), segments.reshape(b, -1)
+    flat, seg = inputs.reshape(b, -1), segments.reshape(b, -1)
     # An integer hash of the bits (exact arithmetic: equal rows always get equal keys), confirmed exactly.
-    bits = torch.cat([flat.view(torch.int32).long(), seg.long()], dim=1)
+    as_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[flat.element_size()]
+    bits = torch.cat([flat.contiguous().view(as_int).long(), seg.long()], dim=1)
     gen = torch.Generator().manual_seed(0)
     key = (bits * torch.randint(1, 2**31, (bits.shape[1],), generator=gen).to(bits.device)).sum(dim=1)
     first = (key.view(b, 1) == key.view(1, b)).int().argmax(dim=1)
@@ -101,9 +102,8 @@ def lime_weights(
     k_max = max(k)
     z = torch.zeros(b, n_samples, k_max)
     for i, k_i in enumerate(k):  # Captum draws one (1, K) Bernoulli vector per perturbation
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            z[i, :, :k_i] = torch.cat([torch.bernoulli(torch.full((1, k_i), 0.5)) for _ in range(n_samples)])
+        gen = torch.Generator().manual_seed(seed)  # = the global CPU generator after manual_seed(seed)
+        z[i, :, :k_i] = torch.cat([torch.bernoulli(torch.full((1, k_i), 0.5), generator=gen) for _ in range(n_samples)])
     job_sample = torch.arange(b).repeat_interleave(n_samples)
     present = z.view(b * n_samples, k_max).bool()
     y = _evaluate(score, inputs, segments, targets, baseline, job_sample, present, max_batch).view(b, n_samples)
@@ -164,9 +164,8 @@ def shapley_sampling_values(
     order = torch.full((b, n_samples, k_max), k_max, dtype=torch.long)  # position of each segment in pi
     perms = torch.zeros(b, n_samples, k_max, dtype=torch.long)
     for i, k_i in enumerate(k):
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            p = torch.stack([torch.randperm(k_i) for _ in range(n_samples)])  # Captum: one randperm per permutation
+        gen = torch.Generator().manual_seed(seed)
+        p = torch.stack([torch.randperm(k_i, generator=gen) for _ in range(n_samples)])  # Captum: one per permutation
         perms[i, :, :k_i] = p
         order[i, :, :k_i] = p.argsort(dim=1)
     # Jobs: each sample's baseline, then for every permutation j and step s the first s + 1 segments of pi_j.

@@ -18,9 +18,12 @@ from torch import nn
 @dataclass
 class Cost:
     """Outermost forward calls of a model (a call of a sub-module inside another call is not counted; a
-    call of a sub-module on its own is: ``native_normalised`` runs the model after its layer 0), the
-    inputs they carried, and the peak device memory in MiB (CUDA only; NaN on the CPU, where torch
-    keeps no allocator statistics)."""
+    sub-module called on its own is: ``native_normalised`` runs layer 0 and then the remaining layers of a
+    B-cosified ``Sequential`` one by one, so each counts), the inputs they carried (the first dimension
+    of the call's output: Captum's DeepLift passes inputs and baselines as separate arguments that a
+    hook joins), and the peak device memory in MiB (CUDA only; NaN on the CPU, where torch keeps no
+    allocator statistics). Work a model's units share (GridPG's grid selection, the predicted classes)
+    is paid by the unit that runs first."""
 
     model_calls: int = 0
     model_inputs: int = 0
@@ -32,15 +35,16 @@ def measuring(module: nn.Module, device: torch.device) -> Iterator[Cost]:
     """Count ``module``'s forward calls and the peak memory on ``device`` inside the block."""
     cost, depth = Cost(), [0]
 
-    def enter(_: nn.Module, args: tuple) -> None:
+    def enter(*_: Any) -> None:
         if depth[0] == 0:
             cost.model_calls += 1
-            first = next((a for a in args if isinstance(a, torch.Tensor)), None)
-            cost.model_inputs += int(first.shape[0]) if first is not None and first.dim() else 1
         depth[0] += 1
 
-    def leave(*_: Any) -> None:
+    def leave(_: nn.Module, args: tuple, output: Any) -> None:
         depth[0] -= 1
+        if depth[0] == 0:
+            out = output[0] if isinstance(output, tuple | list) and output else output
+            cost.model_inputs += int(out.shape[0]) if isinstance(out, torch.Tensor) and out.dim() else 1
 
     hooks = []
     for m in module.modules():

@@ -186,7 +186,10 @@ class RunStore:
                     **{key: rec.get(key, float("nan")) for key in ("model_calls", "model_inputs", "peak_memory_mb")},
                     **unit["provenance"],
                     "model_weights_sha256": unit.get("weights_sha256", ""),
-                    "params": json.dumps({**rec["params"], "method_params": unit["method_params"]}, sort_keys=True),
+                    "params": json.dumps(
+                        {**rec["params"], "method_params": unit["method_params"], "max_batch": unit.get("max_batch")},
+                        sort_keys=True,
+                    ),
                 }
                 results.append(row)
                 samples.append(

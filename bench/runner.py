@@ -189,6 +189,7 @@ def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) ->
                             "family": model.family,
                             "weights_sha256": model.weights_sha256,
                             "method_params": method.params,
+                            "max_batch": suite.max_batch,  # the cost columns depend on it, scores do not
                             "provenance": writer.prov,
                             "metrics": merge_shards(parts),
                             "fingerprint": fingerprint(unit),  # saved, so a resumed run still compares it
@@ -201,7 +202,10 @@ def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) ->
             del model, model_cache
     except BaseException:  # an interrupt or an error: the tables still show every finished unit
         if writer.active and writer.started:
-            writer.flush()
+            try:
+                writer.flush()
+            except Exception as exc:  # keep the original exception (e.g. the interrupt) in front
+                tqdm.write(f"could not rewrite the result tables: {exc}", file=sys.stderr)
         raise
     bar.close()
     shard.close()

@@ -49,7 +49,7 @@ def evaluate(unit: Unit, cfg: object) -> MetricResult:
     if len(ids) == 0:
         return MetricResult.empty(params, "samples")
     maps = unit.sample_maps()
-    b = max(1, unit.eval_batch // 2)  # IntegratedGradients' claim runs inputs and baselines together
+    b = unit.eval_batch
     ref = torch.cat(
         [unit.method.completeness_target(unit.model, x[s : s + b], t[s : s + b]) for s in range(0, len(x), b)]
     )

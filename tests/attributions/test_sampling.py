@@ -122,3 +122,21 @@ def test_calls_never_exceed_max_batch_and_identical_inputs_share_them():
 def test_top_k_mask_keeps_only_positive_top_weights():
     weights = torch.tensor([[0.5, -1.0, 0.2, 0.0], [-0.1, -0.2, -0.3, -0.4]])
     assert top_k_mask(weights, 2).tolist() == [[1.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
+
+
+def test_sampling_leaves_the_global_random_state_alone_and_float64_inputs_are_compared_exactly():
+    model = tiny_model().double()
+    x, segments, targets = problem()
+    x = x.double()
+    x[1] = x[0] + 1e-12  # differs from x[0] only below float32 resolution: must not share evaluations
+    segments[1] = segments[0]
+    state = torch.get_rng_state()
+    calls = []
+
+    def score(inputs):
+        calls.append(len(inputs))
+        return model(inputs).softmax(-1)
+
+    shapley_sampling_values(score, x[:2], segments[:2], targets[:2], n_samples=1)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert sum(calls) == 2 * (1 + int(segments[0].max()) + 1)  # no job of sample 1 merged into sample 0's
