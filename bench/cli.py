@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from bench.listing import cmd_list as _cmd_list
 from bench.perf import add_perf_parser
@@ -49,6 +51,21 @@ def _csv(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+@contextlib.contextmanager
+def _no_progress_bars(disable: bool) -> Iterator[None]:
+    """--no-progress also silences the zoo's training bars (tqdm reads its defaults from TQDM_* variables)."""
+    old = os.environ.get("TQDM_DISABLE")
+    if disable:
+        os.environ["TQDM_DISABLE"] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TQDM_DISABLE", None)
+        else:
+            os.environ["TQDM_DISABLE"] = old
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -71,7 +88,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     out = Path(args.out or Path("runs") / suite.name)
     try:
-        results = run(suite, out, device=args.device, progress=not args.no_progress)
+        with _no_progress_bars(args.no_progress):
+            results = run(suite, out, device=args.device, progress=not args.no_progress)
     except KeyboardInterrupt:
         sys.stderr.write(f"\ninterrupted: finished units are saved in {out}; run the same command to resume\n")
         return 130
@@ -225,7 +243,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command. User errors print one line (exit 2); anything else is a bug or an environment
     problem and shows its traceback (``--debug`` shows it for user errors too)."""
-    import os
     import warnings
 
     from bench.shadowing import shadowing_problem
