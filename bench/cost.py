@@ -22,8 +22,8 @@ class Cost:
     B-cosified ``Sequential`` one by one, so each counts), the inputs they carried (the first dimension
     of the call's output: Captum's DeepLift passes inputs and baselines as separate arguments that a
     hook joins), and the peak device memory in MiB (CUDA only; NaN on the CPU, where torch keeps no
-    allocator statistics). Work a model's units share (GridPG's grid selection, the predicted classes)
-    is paid by the unit that runs first."""
+    allocator statistics). Work a model's units share (the grid selection of a grid metric, the
+    predicted classes) is paid by the unit that runs first."""
 
     model_calls: int = 0
     model_inputs: int = 0
