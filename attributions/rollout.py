@@ -1,14 +1,49 @@
-"""Attention rollout (Abnar & Zuidema 2020) for the bcos package's ViTs: class-agnostic by design."""
+"""Attention rollout (Abnar & Zuidema 2020): class-agnostic by design.
+
+Attention is read through hooks on the attention modules, so any ViT whose attention exposes its
+weights works: the ``bcos`` package's ``Attention`` blocks (the softmax module ``attend``) and
+``nn.MultiheadAttention`` (torchvision's ViTs call it with ``need_weights=False``; a pre-hook asks it
+for the per-head weights). A model with neither is refused before any compute.
+"""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from bcos.models.vit import Attention
-from torch import Tensor
+from torch import Tensor, nn
 
 from attributions.base import AttributionMethod, Capabilities
 from models.adapter import ModelAdapter
+
+
+def _attention_modules(module: nn.Module) -> list[nn.Module]:
+    return [m for m in module.modules() if isinstance(m, Attention | nn.MultiheadAttention)]
+
+
+def record_attention(module: nn.Module, run: Callable[[], object]) -> list[Tensor]:
+    """The attention weights (B, heads, N, N) of every attention block, in call order, while ``run()`` runs."""
+    maps: list[Tensor] = []
+
+    def ask_for_weights(_m: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        return args, {**kwargs, "need_weights": True, "average_attn_weights": False}
+
+    hooks = []
+    for m in _attention_modules(module):
+        if isinstance(m, Attention):
+            hooks.append(m.attend.register_forward_hook(lambda _m, _i, out: maps.append(out)))
+        else:
+            hooks.append(m.register_forward_pre_hook(ask_for_weights, with_kwargs=True))
+            hooks.append(m.register_forward_hook(lambda _m, _i, out: maps.append(out[1])))
+    try:
+        run()
+    finally:
+        for h in hooks:
+            h.remove()
+    return maps
 
 
 class AttentionRollout(AttributionMethod):
@@ -17,30 +52,29 @@ class AttentionRollout(AttributionMethod):
     capabilities = Capabilities(cnn=False, class_specific=False)
 
     def _check(self, model: ModelAdapter) -> None:
-        if not any(isinstance(m, Attention) for m in model.module.modules()):
-            self._unsupported(model, "rollout reads the attention of bcos-style ViT blocks, and it has none")
+        if not _attention_modules(model.module):
+            self._unsupported(
+                model,
+                "rollout reads attention weights from bcos-style Attention blocks or nn.MultiheadAttention, "
+                "and it has neither",
+            )
 
     @torch.no_grad()
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
-        attn_maps: list[Tensor] = []
-        hooks = [
-            m.attend.register_forward_hook(lambda _m, _i, out: attn_maps.append(out))
-            for m in model.module.modules()
-            if isinstance(m, Attention)
-        ]
-        try:
-            model.module(inputs)
-        finally:
-            for h in hooks:
-                h.remove()
+        attn_maps = record_attention(model.module, lambda: model.module(inputs))
         n = attn_maps[0].shape[-1]
         eye = torch.eye(n, device=inputs.device, dtype=attn_maps[0].dtype)
         rollout = eye.expand(inputs.shape[0], n, n)
         for a in attn_maps:
             a = 0.5 * a.mean(dim=1) + 0.5 * eye
             rollout = (a / a.sum(dim=-1, keepdim=True)) @ rollout
-        # Tokens are mean-pooled (no [CLS]): relevance of input token j = mean over output tokens.
-        relevance = rollout.mean(dim=1)
-        side = int(round(n**0.5))
-        patches = relevance.view(-1, 1, side, side)
+        side = math.isqrt(n)
+        if side * side == n:  # mean-pooled tokens (no [CLS]): relevance of token j = mean over output tokens
+            relevance = rollout.mean(dim=1)
+        else:  # a [CLS] token first (torchvision): its row, over the patch tokens
+            side = math.isqrt(n - 1)
+            if side * side != n - 1:
+                raise ValueError(f"{n} tokens are neither a square patch grid nor one [CLS] token plus one")
+            relevance = rollout[:, 0, 1:]
+        patches = relevance.reshape(-1, 1, side, side)
         return F.interpolate(patches, size=tuple(inputs.shape[-2:]), mode="nearest")[:, 0]
