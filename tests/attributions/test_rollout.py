@@ -15,7 +15,8 @@ def torchvision_vit() -> ModelAdapter:
     torch.manual_seed(0)
     net = VisionTransformer(image_size=28, patch_size=7, num_layers=2, num_heads=2, hidden_dim=16, mlp_dim=32)
     net.heads = nn.Linear(16, 10)
-    return ModelAdapter("tv_vit", "standard", net.eval(), normalized((0.5,) * 3, (0.25,) * 3), 10, (28, 28), is_vit=True)
+    encoding = normalized((0.5,) * 3, (0.25,) * 3)
+    return ModelAdapter("tv_vit", "standard", net.eval(), encoding, 10, (28, 28), is_vit=True)
 
 
 def test_rollout_on_a_torchvision_vit_is_the_cls_row_of_the_hand_computed_product():
