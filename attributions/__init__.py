@@ -5,6 +5,7 @@ parameters; ``method.attribute(model, inputs, targets)`` returns channel-summed 
 """
 
 from attributions.base import AttributionMethod, Capabilities, UnsupportedMethodError
+from attributions.chefer import CheferCam
 from attributions.gradients import (
     DeepLift,
     GradCam,
@@ -41,6 +42,7 @@ for _cls in (
     Lime,
     ShapleySampling,
     AttentionRollout,
+    CheferCam,
 ):
     register_method(_cls)
 
