@@ -21,7 +21,7 @@ from bcos.models.vit import Attention
 from torch import Tensor, nn
 
 from attributions.base import AttributionMethod, Capabilities
-from attributions.rollout import _attention_modules
+from attributions.rollout import attention_modules, token_map
 from models.adapter import ModelAdapter
 
 
@@ -50,7 +50,7 @@ class CheferCam(AttributionMethod):
     capabilities = Capabilities(cnn=False)
 
     def _check(self, model: ModelAdapter) -> None:
-        modules = _attention_modules(model.module)
+        modules = attention_modules(model.module)
         if not modules:
             self._unsupported(
                 model, "it reads bcos-style Attention blocks or nn.MultiheadAttention, and it has neither"
@@ -74,7 +74,7 @@ class CheferCam(AttributionMethod):
             return out, attn
 
         hooks = []
-        for m in _attention_modules(model.module):
+        for m in attention_modules(model.module):
             if isinstance(m, Attention):
                 hooks.append(m.attend.register_forward_hook(keep))
             else:
@@ -94,12 +94,4 @@ class CheferCam(AttributionMethod):
         # Drop the identity: it only says each token is itself, and for mean-pooled ViTs (no [CLS]) its
         # 1 / N share of every token would be a constant offset that swamps the map (GridPG at chance).
         relevance = relevance.detach() - torch.eye(n, device=inputs.device, dtype=relevance.dtype)
-        side = math.isqrt(n)
-        if side * side == n:  # mean-pooled tokens (no [CLS])
-            tokens = relevance.mean(dim=1)
-        else:
-            side = math.isqrt(n - 1)
-            if side * side != n - 1:
-                raise ValueError(f"{n} tokens are neither a square patch grid nor one [CLS] token plus one")
-            tokens = relevance[:, 0, 1:]
-        return F.interpolate(tokens.reshape(-1, 1, side, side), size=tuple(inputs.shape[-2:]), mode="nearest")[:, 0]
+        return token_map(relevance, tuple(inputs.shape[-2:]))

@@ -20,8 +20,25 @@ from attributions.base import AttributionMethod, Capabilities
 from models.adapter import ModelAdapter
 
 
-def _attention_modules(module: nn.Module) -> list[nn.Module]:
+def attention_modules(module: nn.Module) -> list[nn.Module]:
+    """The attention blocks whose weights these methods can read."""
     return [m for m in module.modules() if isinstance(m, Attention | nn.MultiheadAttention)]
+
+
+def token_map(relevance: Tensor, size: tuple[int, int]) -> Tensor:
+    """Pixel maps (B, *size) from token-to-token relevance (B, N, N): the [CLS] row over the patch tokens
+    when the tokens are one [CLS] plus a square grid (torchvision), else (mean-pooled ViTs without [CLS])
+    the mean over output tokens; each patch's value on its pixels."""
+    n = relevance.shape[-1]
+    side = math.isqrt(n)
+    if side * side == n:
+        tokens = relevance.mean(dim=1)
+    else:
+        side = math.isqrt(n - 1)
+        if side * side != n - 1:
+            raise ValueError(f"{n} tokens are neither a square patch grid nor one [CLS] token plus one")
+        tokens = relevance[:, 0, 1:]
+    return F.interpolate(tokens.reshape(-1, 1, side, side), size=size, mode="nearest")[:, 0]
 
 
 def record_attention(module: nn.Module, run: Callable[[], object]) -> list[Tensor]:
@@ -32,7 +49,7 @@ def record_attention(module: nn.Module, run: Callable[[], object]) -> list[Tenso
         return args, {**kwargs, "need_weights": True, "average_attn_weights": False}
 
     hooks = []
-    for m in _attention_modules(module):
+    for m in attention_modules(module):
         if isinstance(m, Attention):
             hooks.append(m.attend.register_forward_hook(lambda _m, _i, out: maps.append(out)))
         else:
@@ -52,7 +69,7 @@ class AttentionRollout(AttributionMethod):
     capabilities = Capabilities(cnn=False, class_specific=False)
 
     def _check(self, model: ModelAdapter) -> None:
-        if not _attention_modules(model.module):
+        if not attention_modules(model.module):
             self._unsupported(
                 model,
                 "rollout reads attention weights from bcos-style Attention blocks or nn.MultiheadAttention, "
@@ -68,13 +85,4 @@ class AttentionRollout(AttributionMethod):
         for a in attn_maps:
             a = 0.5 * a.mean(dim=1) + 0.5 * eye
             rollout = (a / a.sum(dim=-1, keepdim=True)) @ rollout
-        side = math.isqrt(n)
-        if side * side == n:  # mean-pooled tokens (no [CLS]): relevance of token j = mean over output tokens
-            relevance = rollout.mean(dim=1)
-        else:  # a [CLS] token first (torchvision): its row, over the patch tokens
-            side = math.isqrt(n - 1)
-            if side * side != n - 1:
-                raise ValueError(f"{n} tokens are neither a square patch grid nor one [CLS] token plus one")
-            relevance = rollout[:, 0, 1:]
-        patches = relevance.reshape(-1, 1, side, side)
-        return F.interpolate(patches, size=tuple(inputs.shape[-2:]), mode="nearest")[:, 0]
+        return token_map(rollout, tuple(inputs.shape[-2:]))

@@ -101,9 +101,11 @@ def lime_weights(
     k = _n_segments(segments).tolist()
     k_max = max(k)
     z = torch.zeros(b, n_samples, k_max)
-    for i, k_i in enumerate(k):  # Captum draws one (1, K) Bernoulli vector per perturbation
-        gen = torch.Generator().manual_seed(seed)  # = the global CPU generator after manual_seed(seed)
-        z[i, :, :k_i] = torch.cat([torch.bernoulli(torch.full((1, k_i), 0.5), generator=gen) for _ in range(n_samples)])
+    for k_i in set(k):  # the draws depend only on K and the seed: once per distinct segment count
+        # Captum draws one (1, K) Bernoulli vector per perturbation from the global generator seeded with
+        # ``seed``; one (n, K) draw from an equally seeded generator consumes the same stream, row by row.
+        gen = torch.Generator().manual_seed(seed)
+        z[torch.tensor(k) == k_i, :, :k_i] = torch.bernoulli(torch.full((n_samples, k_i), 0.5), generator=gen)
     job_sample = torch.arange(b).repeat_interleave(n_samples)
     present = z.view(b * n_samples, k_max).bool()
     y = _evaluate(score, inputs, segments, targets, baseline, job_sample, present, max_batch).view(b, n_samples)
@@ -163,11 +165,12 @@ def shapley_sampling_values(
     k_max = max(k)
     order = torch.full((b, n_samples, k_max), k_max, dtype=torch.long)  # position of each segment in pi
     perms = torch.zeros(b, n_samples, k_max, dtype=torch.long)
-    for i, k_i in enumerate(k):
+    for k_i in set(k):  # the permutations depend only on K and the seed: once per distinct segment count
         gen = torch.Generator().manual_seed(seed)
         p = torch.stack([torch.randperm(k_i, generator=gen) for _ in range(n_samples)])  # Captum: one per permutation
-        perms[i, :, :k_i] = p
-        order[i, :, :k_i] = p.argsort(dim=1)
+        rows = torch.tensor(k) == k_i
+        perms[rows, :, :k_i] = p
+        order[rows, :, :k_i] = p.argsort(dim=1)
     # Jobs: each sample's baseline, then for every permutation j and step s the first s + 1 segments of pi_j.
     steps = torch.arange(k_max)
     valid = steps.view(1, 1, k_max) < torch.tensor(k).view(b, 1, 1)  # (B, 1, K): step s exists for sample i
