@@ -4,6 +4,7 @@
 parameters; ``method.attribute(model, inputs, targets)`` returns channel-summed maps (B, H, W).
 """
 
+from attributions.attnlrp import AttnLrp
 from attributions.base import AttributionMethod, Capabilities, UnsupportedMethodError
 from attributions.chefer import CheferCam
 from attributions.gradients import (
@@ -43,6 +44,7 @@ for _cls in (
     ShapleySampling,
     AttentionRollout,
     CheferCam,
+    AttnLrp,
 ):
     register_method(_cls)
 

@@ -119,7 +119,7 @@ class LRP(AttributionMethod):
     name = "lrp"
     description = "zennit LRP (EpsilonPlusFlat by default); B-cos layers propagate through their dynamic linear map"
     capabilities = Capabilities(vit=False)
-    unsupported_note = " (ViTs need AttnLRP, from the lxt package, which is not integrated yet)"
+    unsupported_note = " (use 'attnlrp' for ViTs)"
     defaults: ClassVar[dict] = {"composite": "epsilon_plus_flat", "epsilon": 1e-6}
     completeness = "logit"  # relevance conservation from the initial relevance logit - logit_bias
     choices: ClassVar[dict] = {"composite": tuple(COMPOSITES)}

@@ -49,8 +49,13 @@ _TEST_BED_REFUSALS = {
     "bcosified_vit_mnist": ("guided_backprop", "deeplift", "gradcam", "lrp"),
 }
 EXPECTED_REFUSALS |= {(model, method) for model, methods in _TEST_BED_REFUSALS.items() for method in methods}
-# CheferCAM reads attention like rollout: the models that refuse one refuse the other.
-EXPECTED_REFUSALS |= {(model, "chefer_cam") for model, method in EXPECTED_REFUSALS if method == "attention_rollout"}
+# CheferCAM and AttnLRP need readable attention like rollout: the models that refuse one refuse the others.
+EXPECTED_REFUSALS |= {
+    (model, other)
+    for model, method in EXPECTED_REFUSALS
+    if method == "attention_rollout"
+    for other in ("chefer_cam", "attnlrp")
+}
 
 REASONS = {  # rule-based methods name what they look for (see tests/attributions/test_coverage.py)
     "guided_backprop": "rewrites gradients only at modules of these types or subclasses: nn.ReLU; the model has none",

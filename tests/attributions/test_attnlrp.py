@@ -1,0 +1,201 @@
+"""AttnLRP (lxt): conservation on random and trained ViTs, batch invariance, refusal before compute, and that
+lxt's process-wide patches are undone after each call."""
+
+import math
+
+import pytest
+import torch
+import zennit.core
+import zennit.rules as rules
+from bcos.common import explanation_mode
+from torch import nn
+from torchvision.models.vision_transformer import VisionTransformer
+from zennit.composites import LayerMapComposite
+
+from attributions import UnsupportedMethodError, get_method
+from attributions.attnlrp import lxt_rules
+from attributions.native import split_input_normalization
+from models import load_model
+from models.adapter import ModelAdapter
+from models.data import mnist_splits
+from models.encoding import normalized
+
+GAMMAS = [(0.0, 0.0), (0.25, 0.05), (100.0, 1.0)]
+
+
+def torchvision_vit(bias: bool = True) -> ModelAdapter:
+    torch.manual_seed(0)
+    net = VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64)
+    net.heads = nn.Linear(32, 5)
+    with torch.no_grad():
+        net.class_token.normal_()
+        for name, p in net.named_parameters():
+            p.copy_(torch.zeros_like(p) if name.endswith("bias") and not bias else p + 0.02 * torch.randn_like(p))
+    return ModelAdapter("tv_vit", "standard", net.eval(), normalized((0.5,) * 3, (0.25,) * 3), 5, (32, 32), is_vit=True)
+
+
+def _value_part(p: torch.Tensor) -> torch.Tensor:
+    """1 where a bias absorbs relevance. The query / key thirds of nn.MultiheadAttention's ``in_proj_bias`` get a
+    gradient through the softmax (lxt's CP patch detaches the attention's inputs, not these parameters), but CP-LRP
+    sends no relevance there: count only the value third."""
+    mask = torch.ones_like(p)
+    if getattr(p, "_in_proj", False):
+        mask[: 2 * len(p) // 3] = 0
+    return mask
+
+
+def relevance_with_constants(model: ModelAdapter, x, targets, gammas, leaves=()):
+    """AttnLRP by hand, also returning the relevance of the encoder's token input ([CLS] + patches), of the
+    positional embedding (per sample: it is added to the tokens, so it sees their gradient) and of ``leaves``."""
+    net, store = model.module, {}
+    hook = net.encoder.register_forward_pre_hook(lambda _m, args: store.__setitem__("tokens", args[0]))
+    composite = LayerMapComposite([(nn.Conv2d, rules.Gamma(gammas[0])), (nn.Linear, rules.Gamma(gammas[1]))])
+    x = x.clone().requires_grad_(True)
+    with lxt_rules():
+        composite.register(net)
+        try:
+            logits = net(x)
+            grads = torch.autograd.grad(logits.gather(1, targets.view(-1, 1)).sum(), [x, store["tokens"], *leaves])
+        finally:
+            composite.remove()
+            hook.remove()
+    tokens = store["tokens"]
+    r_cls = (tokens * grads[1])[:, 0].sum(-1)
+    r_pos = (net.encoder.pos_embedding * grads[1]).sum((1, 2))
+    leaf_share = sum((p * g * _value_part(p)).sum() for p, g in zip(leaves, grads[2:], strict=True))
+    return logits.gather(1, targets.view(-1, 1)).squeeze(1).detach(), r_cls, r_pos, leaf_share
+
+
+@pytest.mark.parametrize("gammas", GAMMAS)
+def test_bias_free_torchvision_vit_conserves_pixels_plus_cls_token_plus_positional_embedding(gammas):
+    model = torchvision_vit(bias=False)
+    x, targets = torch.randn(3, 3, 32, 32, generator=torch.Generator().manual_seed(1)), torch.tensor([0, 2, 4])
+    maps = get_method("attnlrp", conv_gamma=gammas[0], linear_gamma=gammas[1]).attribute(model, x, targets)
+    logit, r_cls, r_pos, _ = relevance_with_constants(model, x, targets, gammas)
+    torch.testing.assert_close(maps.sum((1, 2)) + r_cls + r_pos, logit, rtol=1e-4, atol=1e-5)
+    assert (maps.sum((1, 2)) / logit).abs().max() < 0.9  # the constants do carry relevance: not trivially equal
+
+
+def test_with_biases_the_missing_relevance_is_what_the_biases_absorb_at_gamma_zero():
+    model = torchvision_vit(bias=True)
+    biases = [p for n, p in model.module.named_parameters() if n.endswith("bias")]
+    for n, p in model.module.named_parameters():
+        p._in_proj = n.endswith("in_proj_bias")
+    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(2))
+    maps = get_method("attnlrp", conv_gamma=0.0, linear_gamma=0.0).attribute(model, x, torch.tensor([1, 3]))
+    for i, target in enumerate((1, 3)):  # biases are shared by the batch: one sample at a time
+        logit, r_cls, r_pos, r_bias = relevance_with_constants(
+            model, x[i : i + 1], torch.tensor([target]), (0, 0), biases
+        )
+        total = maps[i].sum() + r_cls[0] + r_pos[0] + r_bias
+        torch.testing.assert_close(total, logit[0], rtol=1e-4, atol=1e-5)
+        assert abs(float(r_bias.detach())) > 1e-3  # the biases' share is real, so the check can fail
+
+
+def test_batch_invariant_and_class_specific():
+    model = torchvision_vit()
+    x = torch.randn(4, 3, 32, 32, generator=torch.Generator().manual_seed(3))
+    method = get_method("attnlrp")
+    maps = method.attribute(model, x, torch.tensor([0, 1, 2, 3]))
+    one_by_one = torch.cat([method.attribute(model, x[i : i + 1], torch.tensor([i])) for i in range(4)])
+    torch.testing.assert_close(maps, one_by_one, rtol=1e-4, atol=1e-6)
+    other = method.attribute(model, x, torch.tensor([4, 4, 4, 4]))
+    assert not torch.allclose(maps, other)
+
+
+def test_lxt_patches_are_undone_after_each_call():
+    stock = {c: c.__dict__["forward"] for c in (nn.LayerNorm, nn.GELU, nn.MultiheadAttention)}
+    hook = (zennit.core.BasicHook.forward, zennit.core.BasicHook.backward)
+    get_method("attnlrp").attribute(torchvision_vit(), torch.randn(1, 3, 32, 32), torch.tensor([0]))
+    assert {c: c.__dict__["forward"] for c in stock} == stock
+    assert not any(hasattr(c, "original_forward") for c in stock)
+    assert (zennit.core.BasicHook.forward, zennit.core.BasicHook.backward) == hook
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(nn.LayerNorm(3)(x), nn.functional.layer_norm(x, (3,)))
+
+
+def test_cnns_and_vits_without_readable_attention_are_refused_before_any_compute():
+    calls = []
+
+    class Counting(nn.Module):
+        def forward(self, x):
+            calls.append(1)
+            return x.flatten(1)[:, :10]
+
+    encoding = normalized((0.5,), (0.5,))
+    for is_vit in (False, True):
+        model = ModelAdapter("m", "standard", Counting(), encoding, 10, (28, 28), is_vit=is_vit)
+        with pytest.raises(UnsupportedMethodError, match="attnlrp"):
+            get_method("attnlrp").attribute(model, torch.rand(1, 1, 28, 28), torch.tensor([0]))
+    assert not calls
+
+
+# Trained zoo ViTs. The B-cos ones are bias-free (their LogitLayer's constant excepted), so relevance is
+# conserved exactly once the positional embedding's share is counted; B-cosified / ALOE models normalise
+# their input in layer 0, whose constant offset is not a pixel: conservation holds at the normalised input.
+@pytest.mark.parametrize("model_name", ["bcos_vit_mnist", "bcosified_vit_mnist", "aloe_vit_mnist"])
+@pytest.mark.parametrize("gammas", GAMMAS[:2])
+def test_trained_bias_free_zoo_vits_conserve_relevance(model_name, gammas):
+    model = load_model(model_name)
+    images = mnist_splits()[1].images[:4]
+    x = model.encode(images)
+    with torch.no_grad():
+        targets = model.module(x).argmax(1)
+    parts = split_input_normalization(model.module)
+    net, z = (parts[1], parts[0](x)) if parts else (model.module, x)
+    rest = ModelAdapter(model.name, model.family, net, model.encoding, 10, (28, 28), is_vit=True)
+    maps = get_method("attnlrp", conv_gamma=gammas[0], linear_gamma=gammas[1]).attribute(rest, z, targets)
+    vit = next(m for m in net.modules() if type(m).__name__ == "SimpleViT")
+    store = {}
+    hooks = [
+        vit.transformer.register_forward_pre_hook(lambda _m, a: store.__setitem__("tokens", a[0])),
+        vit.positional_embedding.register_forward_hook(lambda _m, _a, out: store.__setitem__("pe", out)),
+    ]
+    composite = LayerMapComposite([(nn.Conv2d, rules.Gamma(gammas[0])), (nn.Linear, rules.Gamma(gammas[1]))])
+    with lxt_rules(), explanation_mode(net):
+        composite.register(net)
+        logits = net(z)
+        (g,) = torch.autograd.grad(logits.gather(1, targets.view(-1, 1)).sum(), store["tokens"])
+        composite.remove()
+    for hook in hooks:
+        hook.remove()
+    r_pos = (store["pe"] * g).sum((1, 2))
+    expected = logits.gather(1, targets.view(-1, 1)).squeeze(1).detach() - model.logit_bias
+    torch.testing.assert_close(maps.sum((1, 2)) + r_pos, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_trained_standard_vit_conserves_relevance_up_to_its_biases_and_positional_embedding():
+    model = load_model("vit_mnist")
+    vit = model.module
+    biases = [p for n, p in vit.named_parameters() if n.endswith("bias")]
+    x = model.encode(mnist_splits()[1].images[:2])
+    maps = get_method("attnlrp", conv_gamma=0.0, linear_gamma=0.0).attribute(model, x, torch.tensor([3, 8]))
+    store = {}
+    for i, target in enumerate((3, 8)):
+        hooks = [
+            vit.transformer.register_forward_pre_hook(lambda _m, a: store.__setitem__("tokens", a[0])),
+            vit.positional_embedding.register_forward_hook(lambda _m, _a, out: store.__setitem__("pe", out)),
+        ]
+        composite = LayerMapComposite([(nn.Linear, rules.Gamma(0.0))])
+        with lxt_rules(), explanation_mode(vit):
+            composite.register(vit)
+            logit = vit(x[i : i + 1])[0, target]
+            g, *gb = torch.autograd.grad(logit, [store["tokens"], *biases])
+            composite.remove()
+        for hook in hooks:
+            hook.remove()
+        r_bias = sum((b * gb_).sum() for b, gb_ in zip(biases, gb, strict=True))
+        total = maps[i].sum() + (store["pe"] * g).sum() + r_bias
+        torch.testing.assert_close(total, logit.detach(), rtol=1e-4, atol=1e-4)
+        assert math.isfinite(float(r_bias.detach())) and abs(float(r_bias.detach())) > 1e-2
+
+
+def test_gamma_zero_on_a_bias_free_bcos_vit_is_the_native_explanation():
+    model = load_model("bcos_vit_mnist")
+    x = model.encode(mnist_splits()[1].images[:4])
+    targets = torch.tensor([0, 3, 5, 9])
+    lrp0 = get_method("attnlrp", conv_gamma=0.0, linear_gamma=0.0).attribute(model, x, targets)
+    native = get_method("native").attribute(model, x, targets)
+    torch.testing.assert_close(lrp0, native, rtol=1e-4, atol=1e-4)
+    gamma = get_method("attnlrp").attribute(model, x, targets)
+    assert not torch.allclose(gamma, native, rtol=1e-3, atol=1e-3)  # the Gamma rule does change the map
