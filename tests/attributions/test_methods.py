@@ -71,6 +71,7 @@ SUPPORT = {  # expected support, by method: models it must explain (the others m
     "lrp": {"cnn", "bcos_cnn"},
     "attention_rollout": {"vit", "aloe_vit"},
     "chefer_cam": {"vit", "aloe_vit"},
+    "attnlrp": {"vit", "aloe_vit"},
     "guided_backprop": {"cnn"},  # the only model with nn.ReLU modules
     "deeplift": {"cnn"},  # no covered module in the B-cos CNN; nn.Softmax modules in the ViTs
 }
@@ -209,7 +210,7 @@ def test_unknown_methods_and_parameters_list_the_valid_ones():
 
 
 def test_lrp_refuses_vits_with_the_reason():
-    with pytest.raises(UnsupportedMethodError, match="AttnLRP"):
+    with pytest.raises(UnsupportedMethodError, match="use .attnlrp. for ViTs"):
         get_method("lrp").check(MODELS["vit"])
 
 

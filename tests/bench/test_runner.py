@@ -120,7 +120,7 @@ def test_real_data_with_missing_pretrained_weights_fails_clearly(tmp_path, capsy
         ]
     )
     assert code == 2
-    assert "could not load torchvision weights 'DEFAULT' for resnet18" in capsys.readouterr().err
+    assert "could not load torchvision resnet18 weights ResNet18_Weights.IMAGENET1K_V1" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------- results
@@ -138,6 +138,7 @@ def test_results_have_one_row_per_model_method_metric_with_provenance(tiny_run):
         "captum_version",
         "zennit_version",
         "bcos_version",
+        "lxt_version",
         "device",
         "seed",
         "params",
