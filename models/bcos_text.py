@@ -35,19 +35,19 @@ class DetachableSoftmax(DetachableModule):
 
 
 def _bcos_linear(linear: nn.Linear, b: float) -> BcosLinear:
-    new = BcosLinear(linear.in_features, linear.out_features, bias=False, b=b)
+    new = BcosLinear(linear.in_features, linear.out_features, bias=False, b=b).to(linear.weight)
     new.linear.weight.data.copy_(linear.weight.data)
     return new
 
 
 def _no_bias_linear(linear: nn.Linear) -> nn.Linear:
-    new = nn.Linear(linear.in_features, linear.out_features, bias=False)
+    new = nn.Linear(linear.in_features, linear.out_features, bias=False).to(linear.weight)
     new.weight.data.copy_(linear.weight.data)
     return new
 
 
 def _no_bias_ln(ln: nn.LayerNorm) -> DetachableLayerNorm:
-    new = DetachableLayerNorm(ln.normalized_shape, eps=ln.eps, bias=False)
+    new = DetachableLayerNorm(ln.normalized_shape, eps=ln.eps, bias=False).to(ln.weight)
     new.weight.data.copy_(ln.weight.data)
     return new
 
@@ -69,4 +69,4 @@ def bcos_text_transformer(model: TextTransformer, b: float = 1.5) -> TextTransfo
     bcos.pooler = _bcos_linear(bcos.pooler, b)
     bcos.pooler_act = nn.Identity()
     bcos.classifier = _bcos_linear(bcos.classifier, b)
-    return bcos.eval()
+    return bcos.eval().to(next(model.parameters()))  # the gates, softmax and identity hold no tensors

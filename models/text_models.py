@@ -27,13 +27,14 @@ def minilm_folder() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
-def load_tokenizer(folder: Path | None = None):
-    """MiniLM's WordPiece tokenizer (``tokenizers``), without padding: sequences keep their own lengths."""
+def load_tokenizer(folder: Path | None = None, max_length: int = 512):
+    """MiniLM's WordPiece tokenizer (``tokenizers``), without padding (sequences keep their own lengths) and
+    truncated to ``max_length`` tokens ([CLS] and [SEP] included): the position embeddings end at 512."""
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str((folder or minilm_folder()) / "tokenizer.json"))
     tokenizer.no_padding()
-    tokenizer.no_truncation()
+    tokenizer.enable_truncation(max_length=max_length)
     return tokenizer
 
 
@@ -99,6 +100,11 @@ class TextTransformer(nn.Module):
 
     def embed(self, input_ids: Tensor) -> Tensor:
         """Word + position + token-type (0) embeddings, before the embedding LayerNorm: (B, T, D)."""
+        if input_ids.shape[1] > self.position_embeddings.num_embeddings:
+            raise ValueError(
+                f"sequences of {input_ids.shape[1]} tokens are longer than the model's "
+                f"{self.position_embeddings.num_embeddings} positions; truncate them (load_tokenizer truncates)"
+            )
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
         return (
             self.word_embeddings(input_ids)

@@ -103,13 +103,22 @@ def test_batch_invariant_and_class_specific():
     assert not torch.allclose(maps, other)
 
 
-def test_lxt_patches_are_undone_after_each_call():
-    stock = {c: c.__dict__["forward"] for c in (nn.LayerNorm, nn.GELU, nn.MultiheadAttention)}
-    hook = (zennit.core.BasicHook.forward, zennit.core.BasicHook.backward)
+def _assert_stock_classes():
+    for cls in (nn.LayerNorm, nn.GELU, nn.MultiheadAttention):
+        assert cls.__dict__["forward"].__module__.startswith("torch.nn.modules."), cls
+        assert "original_forward" not in cls.__dict__, cls
+    for name in ("forward", "backward"):
+        assert getattr(zennit.core.BasicHook, name).__module__ == "zennit.core", name
+
+
+def test_lxt_patches_are_undone_after_each_call_and_after_an_error():
+    _assert_stock_classes()
     get_method("attnlrp").attribute(torchvision_vit(), torch.randn(1, 3, 32, 32), torch.tensor([0]))
-    assert {c: c.__dict__["forward"] for c in stock} == stock
-    assert not any(hasattr(c, "original_forward") for c in stock)
-    assert (zennit.core.BasicHook.forward, zennit.core.BasicHook.backward) == hook
+    _assert_stock_classes()
+    with pytest.raises(RuntimeError, match="inside"), lxt_rules():
+        assert nn.GELU.__dict__["forward"].__module__.startswith("lxt")  # patched while inside
+        raise RuntimeError("inside")
+    _assert_stock_classes()
     x = torch.randn(2, 3)
     torch.testing.assert_close(nn.LayerNorm(3)(x), nn.functional.layer_norm(x, (3,)))
 

@@ -52,3 +52,10 @@ def test_the_minilm_b_cos_lm_is_complete_on_real_text():
     torch.testing.assert_close(contributions.sum(1), logits[:, 1], rtol=1e-4, atol=1e-5)
     with torch.no_grad():
         torch.testing.assert_close(bcos(ids), logits)  # explanation mode changes gradients only
+
+
+def test_conversion_keeps_the_models_dtype():
+    bcos = bcos_text_transformer(small().double())
+    assert {p.dtype for p in bcos.parameters()} == {torch.float64}
+    ids = torch.randint(1, 50, (2, 5))
+    assert bcos(ids).dtype == torch.float64

@@ -91,7 +91,8 @@ def test_unknown_torchvision_weights_list_the_valid_ones():
 
 
 def test_offline_aloe_load_names_the_repository_and_the_download_command(tmp_path):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)}
+    keep = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE")}
+    env = {**keep, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)}
     code = (
         "from models.registry import load_model\n"
         "try:\n    load_model('aloe_siglip2_base_in1k_lp')\n"
@@ -136,3 +137,5 @@ def test_aloe_wrapper_normalises_then_inverts_and_explains_with_the_models_own_e
     torch.testing.assert_close(model.module(x), stand_in(pixel_values=x).logits)
     maps = get_method("native").attribute(model, x, torch.tensor([1, 3]))
     assert maps.shape == (2, 32, 32) and stand_in.explained == [((2, 6, 32, 32), [1, 3])]
+    with pytest.raises(UserError, match="has no image_std, size; cannot encode"):  # no silent ImageNet guess
+        hub.aloe_adapter("aloe_test", stand_in, SimpleNamespace(image_mean=[0.5] * 3), "rmaser/aloe-test")

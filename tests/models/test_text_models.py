@@ -73,3 +73,13 @@ def test_padding_is_masked_and_the_classifier_is_seeded():
     torch.testing.assert_close(padded, alone, rtol=0, atol=1e-5)
     assert len(model.blocks) == 3 and padded.shape == (1, 2)
     torch.testing.assert_close(minilm_classifier(depth=3).classifier.weight, model.classifier.weight)
+
+
+def test_long_texts_are_truncated_to_the_positions_and_longer_inputs_are_refused():
+    import pytest
+
+    ids = load_tokenizer().encode("word " * 2000).ids
+    assert len(ids) == 512 and ids[0] == 101 and ids[-1] == 102
+    model = minilm_classifier(depth=3)
+    with pytest.raises(ValueError, match="longer than the model's 512 positions"):
+        model(torch.ones(1, 513, dtype=torch.long))
