@@ -65,6 +65,14 @@ def lxt_rules() -> Iterator[None]:
                     delattr(cls, a)
 
 
+def gamma_composite(conv_gamma: float, linear_gamma: float):
+    """zennit's Gamma rule at every Conv2d and Linear (lxt's ViT recipe; register it inside :func:`lxt_rules`)."""
+    import zennit.rules as rules
+    from zennit.composites import LayerMapComposite
+
+    return LayerMapComposite([(nn.Conv2d, rules.Gamma(conv_gamma)), (nn.Linear, rules.Gamma(linear_gamma))])
+
+
 class AttnLrp(AttributionMethod):
     name = "attnlrp"
     description = "AttnLRP via lxt (CP-LRP attention, identity rule on GELU / LayerNorm, Gamma on linear layers)"
@@ -80,11 +88,7 @@ class AttnLrp(AttributionMethod):
             self._unsupported(model, "lxt's rules need bcos-style Attention blocks or nn.MultiheadAttention")
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
-        import zennit.rules as rules
-        from zennit.composites import LayerMapComposite
-
-        conv_gamma, linear_gamma = float(self.params["conv_gamma"]), float(self.params["linear_gamma"])
-        composite = LayerMapComposite([(nn.Conv2d, rules.Gamma(conv_gamma)), (nn.Linear, rules.Gamma(linear_gamma))])
+        composite = gamma_composite(float(self.params["conv_gamma"]), float(self.params["linear_gamma"]))
         x = inputs.detach().clone().requires_grad_(True)
         with lxt_rules(), explanation_mode(model.module), torch.enable_grad():
             composite.register(model.module)

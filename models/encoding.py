@@ -40,19 +40,21 @@ class InputEncoding:
         x = torch.cat([images, 1 - images], dim=1) if self.add_inverse else images
         return self._normalise(x)
 
+    def _stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        as_x = {"dtype": x.dtype, "device": x.device}
+        return torch.tensor(self.mean, **as_x).view(1, -1, 1, 1), torch.tensor(self.std, **as_x).view(1, -1, 1, 1)
+
     def _normalise(self, x: Tensor) -> Tensor:
         if self.mean is None:
             return x
-        mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-        std = torch.tensor(self.std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+        mean, std = self._stats(x)
         return (x - mean) / std
 
     def decode(self, inputs: Tensor) -> Tensor:
         """Model input -> the image in [0, 1] (undoes the normalisation, keeps the first C channels)."""
         x = inputs[:, : self.image_channels] if self.normalise_first else inputs
         if self.mean is not None:
-            mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-            std = torch.tensor(self.std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+            mean, std = self._stats(x)
             x = x * std + mean
         return x[:, : self.image_channels]
 

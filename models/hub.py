@@ -128,10 +128,20 @@ def torchvision_model(arch: str, *, is_vit: bool, conv_layer: str | None, pretra
     return build
 
 
+def is_standard(entry: str) -> bool:
+    """Whether a bcos hub entry is one of the package's standard (non-B-cos) counterparts."""
+    return entry.startswith("standard_")
+
+
+def bcos_hub_name(entry: str) -> str:
+    """The registry name of a bcos hub entry: ``bcos_<entry>`` for B-cos models, the entry for standard ones."""
+    return entry if is_standard(entry) else f"bcos_{entry}"
+
+
 def bcos_hub_model(entry: str, *, is_vit: bool, conv_layer: str | None) -> Callable:
     """An entry point of ``bcos.models.pretrained``: B-cos models, or the package's standard counterparts
     (``standard_*``: ImageNet normalisation, softmax) that TPAMI compares them with."""
-    standard = entry.startswith("standard_")
+    standard = is_standard(entry)
 
     def build(device: str | torch.device = "cpu", pretrained: bool = True) -> ModelAdapter:
         from bcos.models import pretrained as hub
@@ -147,7 +157,7 @@ def bcos_hub_model(entry: str, *, is_vit: bool, conv_layer: str | None) -> Calla
                 f"could not load the bcos package's pretrained {entry}: {_first_line(exc)}; {_torch_hub_hint(url)}"
             ) from exc
         return ModelAdapter(
-            name=entry if standard else f"bcos_{entry}",
+            name=bcos_hub_name(entry),
             family="standard" if standard else "bcos",
             module=module,
             encoding=normalized(IMAGENET_MEAN, IMAGENET_STD) if standard else bcos_inverse(3),

@@ -63,12 +63,11 @@ MODELS.register(
     ),
 )
 for _entry in hub.BCOS_HUB:
-    _standard = _entry.startswith("standard_")
-    _vit = "vit" in _entry
+    _standard, _vit = hub.is_standard(_entry), "vit" in _entry
     MODELS.register(
-        _entry if _standard else f"bcos_{_entry}",
+        hub.bcos_hub_name(_entry),
         ModelSpec(
-            _entry if _standard else f"bcos_{_entry}",
+            hub.bcos_hub_name(_entry),
             "standard" if _standard else "bcos",
             "bcos-hub",
             f"{'standard' if _standard else 'B-cos'} {_entry.removeprefix('standard_')}, bcos package ImageNet weights",

@@ -148,7 +148,6 @@ def _hf_key(name: str) -> str:
         "output_norm": "output.LayerNorm",
     }
     module, param = name.rsplit(".", 1)
-    param = {"weight": "weight", "bias": "bias"}[param]
     if module.startswith("blocks."):
         _, index, rest = module.split(".", 2)
         return f"encoder.layer.{index}.{block[rest]}.{param}"

@@ -6,14 +6,12 @@ import math
 import pytest
 import torch
 import zennit.core
-import zennit.rules as rules
 from bcos.common import explanation_mode
 from torch import nn
 from torchvision.models.vision_transformer import VisionTransformer
-from zennit.composites import LayerMapComposite
 
 from attributions import UnsupportedMethodError, get_method
-from attributions.attnlrp import lxt_rules
+from attributions.attnlrp import gamma_composite, lxt_rules
 from attributions.native import split_input_normalization
 from models import load_model
 from models.adapter import ModelAdapter
@@ -49,7 +47,7 @@ def relevance_with_constants(model: ModelAdapter, x, targets, gammas, leaves=())
     positional embedding (per sample: it is added to the tokens, so it sees their gradient) and of ``leaves``."""
     net, store = model.module, {}
     hook = net.encoder.register_forward_pre_hook(lambda _m, args: store.__setitem__("tokens", args[0]))
-    composite = LayerMapComposite([(nn.Conv2d, rules.Gamma(gammas[0])), (nn.Linear, rules.Gamma(gammas[1]))])
+    composite = gamma_composite(*gammas)
     x = x.clone().requires_grad_(True)
     with lxt_rules():
         composite.register(net)
@@ -64,6 +62,31 @@ def relevance_with_constants(model: ModelAdapter, x, targets, gammas, leaves=())
     r_pos = (net.encoder.pos_embedding * grads[1]).sum((1, 2))
     leaf_share = sum((p * g * _value_part(p)).sum() for p, g in zip(leaves, grads[2:], strict=True))
     return logits.gather(1, targets.view(-1, 1)).squeeze(1).detach(), r_cls, r_pos, leaf_share
+
+
+def simplevit_relevance(net, z, targets, gammas, leaves=()):
+    """AttnLRP by hand on a model holding a bcos SimpleViT (in explanation mode): logits, the positional
+    embedding's relevance per sample (it is added to the patch tokens, so it sees their gradient) and the
+    gradients of ``leaves``."""
+    vit = next(m for m in net.modules() if type(m).__name__ == "SimpleViT")
+    store = {}
+    hooks = [
+        vit.transformer.register_forward_pre_hook(lambda _m, a: store.__setitem__("tokens", a[0])),
+        vit.positional_embedding.register_forward_hook(lambda _m, _a, out: store.__setitem__("pe", out)),
+    ]
+    composite = gamma_composite(*gammas)
+    with lxt_rules(), explanation_mode(net):
+        composite.register(net)
+        try:
+            logits = net(z)
+            g, *leaf_grads = torch.autograd.grad(
+                logits.gather(1, targets.view(-1, 1)).sum(), [store["tokens"], *leaves]
+            )
+        finally:
+            composite.remove()
+            for hook in hooks:
+                hook.remove()
+    return logits.detach(), (store["pe"] * g).sum((1, 2)).detach(), leaf_grads
 
 
 @pytest.mark.parametrize("gammas", GAMMAS)
@@ -154,22 +177,8 @@ def test_trained_bias_free_zoo_vits_conserve_relevance(model_name, gammas):
     net, z = (parts[1], parts[0](x)) if parts else (model.module, x)
     rest = ModelAdapter(model.name, model.family, net, model.encoding, 10, (28, 28), is_vit=True)
     maps = get_method("attnlrp", conv_gamma=gammas[0], linear_gamma=gammas[1]).attribute(rest, z, targets)
-    vit = next(m for m in net.modules() if type(m).__name__ == "SimpleViT")
-    store = {}
-    hooks = [
-        vit.transformer.register_forward_pre_hook(lambda _m, a: store.__setitem__("tokens", a[0])),
-        vit.positional_embedding.register_forward_hook(lambda _m, _a, out: store.__setitem__("pe", out)),
-    ]
-    composite = LayerMapComposite([(nn.Conv2d, rules.Gamma(gammas[0])), (nn.Linear, rules.Gamma(gammas[1]))])
-    with lxt_rules(), explanation_mode(net):
-        composite.register(net)
-        logits = net(z)
-        (g,) = torch.autograd.grad(logits.gather(1, targets.view(-1, 1)).sum(), store["tokens"])
-        composite.remove()
-    for hook in hooks:
-        hook.remove()
-    r_pos = (store["pe"] * g).sum((1, 2))
-    expected = logits.gather(1, targets.view(-1, 1)).squeeze(1).detach() - model.logit_bias
+    logits, r_pos, _ = simplevit_relevance(net, z, targets, gammas)
+    expected = logits.gather(1, targets.view(-1, 1)).squeeze(1) - model.logit_bias
     torch.testing.assert_close(maps.sum((1, 2)) + r_pos, expected, rtol=1e-4, atol=1e-4)
 
 
@@ -179,23 +188,12 @@ def test_trained_standard_vit_conserves_relevance_up_to_its_biases_and_positiona
     biases = [p for n, p in vit.named_parameters() if n.endswith("bias")]
     x = model.encode(mnist_splits()[1].images[:2])
     maps = get_method("attnlrp", conv_gamma=0.0, linear_gamma=0.0).attribute(model, x, torch.tensor([3, 8]))
-    store = {}
     for i, target in enumerate((3, 8)):
-        hooks = [
-            vit.transformer.register_forward_pre_hook(lambda _m, a: store.__setitem__("tokens", a[0])),
-            vit.positional_embedding.register_forward_hook(lambda _m, _a, out: store.__setitem__("pe", out)),
-        ]
-        composite = LayerMapComposite([(nn.Linear, rules.Gamma(0.0))])
-        with lxt_rules(), explanation_mode(vit):
-            composite.register(vit)
-            logit = vit(x[i : i + 1])[0, target]
-            g, *gb = torch.autograd.grad(logit, [store["tokens"], *biases])
-            composite.remove()
-        for hook in hooks:
-            hook.remove()
+        logits, r_pos, gb = simplevit_relevance(vit, x[i : i + 1], torch.tensor([target]), (0.0, 0.0), biases)
+        logit = logits[0, target]
         r_bias = sum((b * gb_).sum() for b, gb_ in zip(biases, gb, strict=True))
-        total = maps[i].sum() + (store["pe"] * g).sum() + r_bias
-        torch.testing.assert_close(total, logit.detach(), rtol=1e-4, atol=1e-4)
+        total = maps[i].sum() + r_pos[0] + r_bias
+        torch.testing.assert_close(total, logit, rtol=1e-4, atol=1e-4)
         assert math.isfinite(float(r_bias.detach())) and abs(float(r_bias.detach())) > 1e-2
 
 

@@ -26,7 +26,7 @@ def test_every_bcos_hub_entry_has_its_download_address_and_a_registry_name():
     for entry, (base, experiment) in hub.BCOS_HUB.items():
         assert pretrained.URLS[base][experiment].endswith(".pth")
         assert entry in pretrained.list_available()
-        assert (entry if entry.startswith("standard_") else f"bcos_{entry}") in MODELS
+        assert hub.bcos_hub_name(entry) in MODELS
 
 
 @pytest.mark.parametrize(
@@ -39,8 +39,7 @@ def test_every_bcos_hub_entry_has_its_download_address_and_a_registry_name():
     ],
 )
 def test_random_bcos_hub_vits_run_every_vit_method(entry):
-    name = entry if entry.startswith("standard_") else f"bcos_{entry}"
-    model = load_model(name, pretrained=False)
+    model = load_model(hub.bcos_hub_name(entry), pretrained=False)
     assert model.family == ("standard" if entry.startswith("standard_") else "bcos") and model.is_vit
     x = model.encode(torch.rand(2, 3, 224, 224, generator=torch.Generator().manual_seed(0)))
     targets = torch.tensor([3, 999])
