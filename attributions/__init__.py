@@ -18,7 +18,7 @@ from attributions.gradients import (
 from attributions.lrp import LRP
 from attributions.native import NativeExplanation, NativeNormalisedInput
 from attributions.perturbation import Lime, ShapleySampling
-from attributions.rollout import AttentionRollout
+from attributions.rollout import AttentionRollout, LastLayerAttention
 from faithbench.registry import Registry
 
 METHODS: Registry[type[AttributionMethod]] = Registry("method")
@@ -43,6 +43,7 @@ for _cls in (
     Lime,
     ShapleySampling,
     AttentionRollout,
+    LastLayerAttention,
     CheferCam,
     AttnLrp,
 ):

@@ -2,11 +2,12 @@
 
 An attribution method explains a batch of (input, target) pairs of a :class:`ModelAdapter`:
 
-    maps = method.attribute(model, inputs, targets)     # (B, H, W) on the inputs' device
+    maps = method.attribute(model, inputs, targets)     # (B, H, W) on the inputs' device; text: (B, T)
 
 ``inputs`` are model inputs (the adapter's encoding already applied), targets (B,) class indices.
 Channel reduction: attributions are **summed over the input channels** (all 6 of a B-cos
-[x, 1 - x] encoding), the convention of the B-cos papers' GridPG code. Methods that cannot explain
+[x, 1 - x] encoding; the D embedding dimensions of a token), the convention of the B-cos papers' GridPG
+code. Methods that cannot explain
 a model raise :class:`UnsupportedMethodError` from :meth:`AttributionMethod.check`, before any
 compute is spent.
 """
@@ -84,8 +85,11 @@ class AttributionMethod:
     def check(self, model: ModelAdapter) -> None:
         """Raise :class:`UnsupportedMethodError` if this method cannot explain ``model``."""
         caps = self.capabilities
-        kind = "ViT" if model.is_vit else "CNN"
-        if (model.is_vit and not caps.vit) or (not model.is_vit and not caps.cnn):
+        if model.modality == "text":
+            if not caps.text:
+                self._unsupported(model, f"it does not support text models{self.unsupported_note}")
+        elif (model.is_vit and not caps.vit) or (not model.is_vit and not caps.cnn):
+            kind = "ViT" if model.is_vit else "CNN"
             self._unsupported(model, f"it does not support {kind}s{self.unsupported_note}")
         if caps.needs_layer and not model.conv_layer:
             self._unsupported(model, "it needs a convolutional layer and the model declares none (conv_layer)")
@@ -102,7 +106,7 @@ class AttributionMethod:
     def attribute(
         self, model: ModelAdapter, inputs: Tensor, targets: Tensor, *, max_batch: int = DEFAULT_MAX_BATCH
     ) -> Tensor:
-        """Channel-summed maps (B, H, W), one per (input, target), on the inputs' device.
+        """Channel-summed maps (B, H, W) (text: (B, T)), one per (input, target), on the inputs' device.
 
         The model never sees more than ``max_batch`` inputs in one call: the batch is explained in
         chunks, and methods that evaluate many inputs per explained input (IntegratedGradients'
@@ -114,8 +118,9 @@ class AttributionMethod:
                 f"(model inputs per explained input in one call), got {max_batch!r}"
             )
         self.check(model)
-        if inputs.dim() != 4:
-            raise ValueError(f"inputs must be (B, C, H, W) model inputs, got shape {tuple(inputs.shape)}")
+        if inputs.dim() != (3 if model.modality == "text" else 4):
+            expected = "(B, D, T) embeddings" if model.modality == "text" else "(B, C, H, W) model inputs"
+            raise ValueError(f"inputs must be {expected}, got shape {tuple(inputs.shape)}")
         if targets.shape != (inputs.shape[0],):
             raise ValueError(f"targets must have shape ({inputs.shape[0]},), got {tuple(targets.shape)}")
         targets = targets.to(device=inputs.device, dtype=torch.long)
@@ -130,7 +135,7 @@ class AttributionMethod:
         out = []
         for start in range(0, inputs.shape[0], chunk):
             maps = self._attribute(model, inputs[start : start + chunk].detach(), targets[start : start + chunk])
-            out.append((maps.sum(dim=1) if maps.dim() == 4 else maps).detach())
+            out.append((maps.sum(dim=1) if maps.dim() == inputs.dim() else maps).detach())
         return torch.cat(out).to(inputs.dtype)
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:

@@ -21,6 +21,7 @@ def _leaf(inputs: Tensor) -> Tensor:
 class Gradient(AttributionMethod):
     name = "gradient"
     description = "Captum Saliency: d logit_t / dx (signed, abs=False as in the B-cos code)"
+    capabilities = Capabilities(text=True)
     defaults: ClassVar[dict] = {"abs": False}
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
@@ -30,6 +31,7 @@ class Gradient(AttributionMethod):
 class InputXGradient(AttributionMethod):
     name = "input_x_gradient"
     description = "Captum InputXGradient: x * d logit_t / dx (dynamic weights NOT detached)"
+    capabilities = Capabilities(text=True)
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         return ca.InputXGradient(model.module).attribute(_leaf(inputs), target=targets)
@@ -38,6 +40,7 @@ class InputXGradient(AttributionMethod):
 class IntegratedGradients(AttributionMethod):
     name = "integrated_gradients"
     description = "Captum IntegratedGradients from a constant baseline (default 0 in model-input space)"
+    capabilities = Capabilities(text=True)
     defaults: ClassVar[dict] = {
         "n_steps": 50,
         "baseline": 0.0,

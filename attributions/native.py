@@ -29,7 +29,7 @@ def split_input_normalization(module: nn.Module) -> tuple[nn.Module, nn.Module] 
 class NativeExplanation(AttributionMethod):
     name = "native"
     description = "W(x)x: input x gradient in the model's explanation mode (dynamic factors detached)"
-    capabilities = Capabilities(needs_native=True)
+    capabilities = Capabilities(needs_native=True, text=True)
     defaults: ClassVar[dict] = {"wrt": "input"}
     choices: ClassVar[dict] = {"wrt": ("input", "normalised-input")}
     completeness = "logit"

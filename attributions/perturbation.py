@@ -7,6 +7,8 @@ the decoded image: ``quickshift`` (LIME's default: kernel 4, max_dist 200, ratio
 code), ``slic`` or a square grid of ``patches``. Maps hold each segment's value on its pixels.
 Sampling is seeded per sample, so a map does not depend on the rest of the batch; the perturbations
 of all samples share model calls of at most ``max_batch`` inputs (:mod:`attributions.sampling`).
+On text every token is a segment ([CLS] and [SEP] one more, :func:`token_segments`), and an absent token
+is 0: it drops out of attention (:mod:`models.text_encoding`).
 """
 
 from __future__ import annotations
@@ -60,11 +62,22 @@ def segment(images: Tensor, method: str, **params: float) -> Tensor:
     return torch.from_numpy(np.stack(out)).to(images.device)
 
 
+def token_segments(embedded: Tensor) -> Tensor:
+    """Segments (B, T) of text inputs (B, D, T) laid out ``[CLS] tokens [SEP]`` + zero padding: every token its
+    own segment 0..n-1, and [CLS], [SEP] and the padding together one more segment n (absent: the model sees
+    no special token either; padding is 0 either way)."""
+    present = embedded.ne(0).any(dim=1)
+    length = present.sum(dim=1, keepdim=True)  # tokens + [CLS] + [SEP]
+    pos = torch.arange(embedded.shape[2], device=embedded.device).unsqueeze(0)
+    content = (pos >= 1) & (pos < length - 1)
+    return torch.where(content, pos - 1, (length - 2).clamp(min=0))
+
+
 class _SegmentMethod(AttributionMethod):
     """LIME and Shapley sampling over a segment mask: every sample's perturbations batched across samples
     (:mod:`attributions.sampling`), each sample seeded as if alone, so a map never depends on its batch."""
 
-    capabilities = Capabilities(seeded=True)
+    capabilities = Capabilities(seeded=True, text=True)
     choices: ClassVar[dict] = {"segmentation": SEGMENTATIONS}
 
     def __init__(self, **params: object) -> None:
@@ -76,6 +89,8 @@ class _SegmentMethod(AttributionMethod):
             )
 
     def _segments(self, model: ModelAdapter, inputs: Tensor) -> Tensor:
+        if model.modality == "text":
+            return token_segments(inputs)
         return segment(
             model.encoding.decode(inputs).clamp(0, 1),
             self.params["segmentation"],
@@ -89,7 +104,8 @@ class _SegmentMethod(AttributionMethod):
             return model.probabilities(model.module(x))
 
         values = self._values(score, inputs, segments, targets)
-        return segment_maps(values, segments)
+        maps = segment_maps(values, segments)
+        return maps * inputs.ne(0).any(dim=1) if model.modality == "text" else maps  # padding: 0
 
     def _values(self, score: ScoreFn, inputs: Tensor, segments: Tensor, targets: Tensor) -> Tensor:
         """(B, K) per-segment values."""

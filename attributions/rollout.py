@@ -3,7 +3,8 @@
 Attention is read through hooks on the attention modules, so any ViT whose attention exposes its
 weights works: the ``bcos`` package's ``Attention`` blocks (the softmax module ``attend``) and
 ``nn.MultiheadAttention`` (torchvision's ViTs call it with ``need_weights=False``; a pre-hook asks it
-for the per-head weights). A model with neither is refused before any compute.
+for the per-head weights), and the text models' ``SelfAttention`` (softmax module ``attend``). A model
+with none is refused before any compute. Text maps are the [CLS] row over the tokens.
 """
 
 from __future__ import annotations
@@ -18,11 +19,19 @@ from torch import Tensor, nn
 
 from attributions.base import AttributionMethod, Capabilities
 from models.adapter import ModelAdapter
+from models.text_models import SelfAttention
 
 
 def attention_modules(module: nn.Module) -> list[nn.Module]:
     """The attention blocks whose weights these methods can read."""
-    return [m for m in module.modules() if isinstance(m, Attention | nn.MultiheadAttention)]
+    return [m for m in module.modules() if isinstance(m, Attention | SelfAttention | nn.MultiheadAttention)]
+
+
+def cls_row(relevance: Tensor, length: int) -> Tensor:
+    """Token maps (B, length) of a text model: the [CLS] row, zero-padded to the input's length (the model drops
+    trailing padding before its blocks run)."""
+    row = relevance[:, 0]
+    return F.pad(row, (0, length - row.shape[-1]))
 
 
 def token_map(relevance: Tensor, size: tuple[int, int]) -> Tensor:
@@ -50,7 +59,7 @@ def record_attention(module: nn.Module, run: Callable[[], object]) -> list[Tenso
 
     hooks = []
     for m in attention_modules(module):
-        if isinstance(m, Attention):
+        if isinstance(m, Attention | SelfAttention):
             hooks.append(m.attend.register_forward_hook(lambda _m, _i, out: maps.append(out)))
         else:
             hooks.append(m.register_forward_pre_hook(ask_for_weights, with_kwargs=True))
@@ -66,14 +75,14 @@ def record_attention(module: nn.Module, run: Callable[[], object]) -> list[Tenso
 class AttentionRollout(AttributionMethod):
     name = "attention_rollout"
     description = "attention rollout: product of (A + I)/2 over blocks, head-averaged; the same map for every class"
-    capabilities = Capabilities(cnn=False, class_specific=False)
+    capabilities = Capabilities(cnn=False, text=True, class_specific=False)
 
     def _check(self, model: ModelAdapter) -> None:
         if not attention_modules(model.module):
             self._unsupported(
                 model,
-                "rollout reads attention weights from bcos-style Attention blocks or nn.MultiheadAttention, "
-                "and it has neither",
+                "it reads attention weights from bcos-style Attention blocks, nn.MultiheadAttention or the text "
+                "models' SelfAttention, and it has none",
             )
 
     @torch.no_grad()
@@ -85,4 +94,22 @@ class AttentionRollout(AttributionMethod):
         for a in attn_maps:
             a = 0.5 * a.mean(dim=1) + 0.5 * eye
             rollout = (a / a.sum(dim=-1, keepdim=True)) @ rollout
+        if model.modality == "text":
+            return cls_row(rollout, inputs.shape[-1])
         return token_map(rollout, tuple(inputs.shape[-2:]))
+
+
+class LastLayerAttention(AttributionMethod):
+    """The B-cos LM code's raw attention baseline: the last block's attention from [CLS], averaged over heads."""
+
+    name = "attention_last"
+    description = "last block's attention from [CLS] (ViTs: token_map), head-averaged; the same map for every class"
+    capabilities = Capabilities(cnn=False, text=True, class_specific=False)
+    _check = AttentionRollout._check
+
+    @torch.no_grad()
+    def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
+        last = record_attention(model.module, lambda: model.module(inputs))[-1].mean(dim=1)
+        if model.modality == "text":
+            return cls_row(last, inputs.shape[-1])
+        return token_map(last, tuple(inputs.shape[-2:]))

@@ -1,4 +1,4 @@
-"""Evaluation data sets, by name: the offline MNIST test split, or an ImageNet-style folder.
+"""Evaluation data sets, by name: the offline MNIST and Rotten Tomatoes test splits, or an ImageNet-style folder.
 
 Adding a data set: a loader ``load(data_root) -> EvalData`` and one :class:`DatasetSpec` registration.
 """
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class EvalData:
     name: str
-    images: Tensor  # (N, C, H, W) in [0, 1]
+    images: Tensor  # (N, C, H, W) in [0, 1]; text: (N, T) token ids ([CLS] tokens [SEP] + [PAD])
     labels: Tensor  # (N,)
 
 
@@ -59,6 +59,21 @@ def _mnist_224(data_root: str | None, per_class: int = 10) -> EvalData:
     return EvalData("mnist-5k-test-224px-rgb", images.clamp(0, 1).expand(-1, 3, -1, -1).contiguous(), data.labels[keep])
 
 
+def _rotten_tomatoes(data_root: str | None) -> EvalData:
+    from models.text_data import rotten_tomatoes
+
+    return _tokenized("rotten-tomatoes-test", rotten_tomatoes().test)
+
+
+def _tokenized(name: str, split, max_length: int = 128) -> EvalData:
+    """A text split as (N, T) WordPiece ids ``[CLS] tokens [SEP]`` + [PAD] (MiniLM's vocabulary, that of every
+    text model here), each at most ``max_length`` tokens."""
+    from models.text_encoding import tokenize
+
+    ids, _ = tokenize(split.texts, max_length)
+    return EvalData(name, ids, split.labels)
+
+
 def check_image_folder(root: str | None) -> Path:
     if not root:
         raise UserError("the imagefolder dataset needs --data-root DIR (one sub-folder of images per class)")
@@ -90,6 +105,12 @@ for _spec in (
     DatasetSpec("mnist-224", "image", "100 held-out MNIST digits (10 per class) as 224 px RGB", _mnist_224),
     DatasetSpec(
         "imagefolder", "image", "an ImageNet-style folder given by --data-root", _image_folder, needs_root=True
+    ),
+    DatasetSpec(
+        "rotten-tomatoes",
+        "text",
+        "the 1,276 held-out Rotten Tomatoes review sentences (rotten / fresh) of the offline text zoo",
+        _rotten_tomatoes,
     ),
 ):
     DATASETS.register(_spec.name, _spec)

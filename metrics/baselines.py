@@ -12,6 +12,10 @@ colour. Kinds:
 * ``model-input-zero`` -- 0 in model-input space (ALOE's code): grey for a normalised model, the
   impossible [0, 0] pair for a B-cos model, grey again after a B-cosified model's layer 0. Kept
   to reproduce that code; it compares unlike image changes across model families.
+
+Text models replace tokens: ``mask-token`` (the B-cos LM code's default: removed tokens become [MASK], still
+attended) or ``pad-token`` (removed tokens become padding: they drop out of attention, unlike the B-cos LM
+code's ``pad``, which attends to them). Each is encoded per model, position by position.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from metrics._checks import check_choice
 from metrics.spec import Unit
 
 IMAGE_BASELINES = ("mean", "value", "blur")  # have an image-space form
-BASELINES = (*IMAGE_BASELINES, "model-input-zero")
+TEXT_BASELINES = ("mask-token", "pad-token")  # what a removed token becomes in a text model
+BASELINES = (*IMAGE_BASELINES, "model-input-zero", *TEXT_BASELINES)
 
 
 def check_baseline(kind: str, value: float, blur_sigma: float, choices: tuple[str, ...] = BASELINES) -> None:
@@ -86,7 +91,7 @@ def removal_baseline(
 class BaselineConfig:
     """The baseline parameters shared by the ``[deletion]`` and ``[erasure]`` tables."""
 
-    baseline: str = "mean"  # mean | value | blur | model-input-zero (see metrics.baselines)
+    baseline: str = "mean"  # mean | value | blur | model-input-zero; text: mask-token | pad-token (metrics.baselines)
     baseline_value: float = 0.0  # pixel value in [0, 1] for baseline = "value"
     blur_sigma: float = 0.045  # Gaussian sigma as a fraction of the image side, for baseline = "blur"
 
@@ -96,6 +101,16 @@ class BaselineConfig:
 
 def unit_baseline(unit: Unit, cfg: BaselineConfig, ids: Tensor) -> Tensor | float:
     """The removal baseline of the unit's samples ``ids``, in the unit's model-input space, on its device."""
+    text = unit.model.modality == "text"
+    if text != (cfg.baseline in TEXT_BASELINES):
+        valid = TEXT_BASELINES if text else (*IMAGE_BASELINES, "model-input-zero")
+        raise ValueError(
+            f"baseline {cfg.baseline!r} does not apply to {unit.model.modality} model {unit.model.name!r}; "
+            f"valid: {', '.join(valid)}"
+        )
+    if text:
+        token = cfg.baseline.removesuffix("-token")
+        return unit.model.encode(unit.model.encoding.masked(unit.images[ids.cpu()], token)).to(unit.device)
     base = removal_baseline(
         unit.model.encode,
         unit.images[ids.cpu()],

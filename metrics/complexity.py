@@ -1,13 +1,13 @@
 """Sparseness of an explanation: Shannon entropy and the Gini index.
 
 Both treat every non-batch entry of the map as one feature (pass (B, H, W) for pixels, (B, T)
-for tokens, block-pooled maps for blocks) and depend only on |a|, so they are invariant to
-positive rescaling and to the sign of the map. An all-zero map is undefined: NaN, flagged.
+for tokens, block-pooled maps for blocks), or those a feature mask selects (text: the tokens without
+[CLS], [SEP] and padding), and depend only on |a| (the entropy's ``positive`` variant: on max(a, 0)),
+so they are invariant to positive rescaling. A map without mass is undefined: NaN, flagged.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from functools import partial
 
@@ -19,51 +19,66 @@ from metrics.spec import MetricResult, MetricSpec, NoConfig, Unit
 from metrics.types import Scores
 
 
-def _abs_distribution(attributions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _distribution(attributions: Tensor, positive: bool, feature_mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+    """(|a| or max(a, 0) flattened, with non-features set to 0; number of features per sample; undefined)."""
     check_tensor(attributions, "attributions", min_dim=2, floating=True)
     check_finite(attributions, "attributions")
-    a = attributions.reshape(attributions.shape[0], -1).abs()
+    a = attributions.reshape(attributions.shape[0], -1)
+    a = a.clamp(min=0) if positive else a.abs()
     a = a.to(torch.promote_types(a.dtype, torch.float32))  # half precision sums are too coarse
-    total = a.sum(dim=1)
-    undefined = total <= 0
-    return a, total, undefined
+    if feature_mask is None:
+        n = torch.full((a.shape[0],), a.shape[1], device=a.device)
+    else:
+        if feature_mask.shape != attributions.shape or feature_mask.dtype != torch.bool:
+            raise ValueError(f"feature_mask must be a bool tensor of shape {tuple(attributions.shape)}")
+        mask = feature_mask.reshape(a.shape)
+        a, n = a * mask, mask.sum(dim=1)
+    return a, n, a.sum(dim=1) <= 0
 
 
-def explanation_entropy(attributions: Tensor, *, normalise: bool = False) -> Scores:
-    """Shannon entropy (natural log) of the normalised absolute attribution.
+def explanation_entropy(
+    attributions: Tensor, *, normalise: bool = False, positive: bool = False, feature_mask: Tensor | None = None
+) -> Scores:
+    """Shannon entropy (natural log) of the normalised absolute (or positive) attribution.
 
-        p_i = |a_i| / sum_j |a_j|,    H = -sum_i p_i ln p_i   (0 ln 0 = 0)
+        p_i = |a_i| / sum_j |a_j|   (``positive``: max(a_i, 0) / sum_j max(a_j, 0)),   H = -sum_i p_i ln p_i
 
-    ``normalise=True`` divides by ln n (n features per sample), giving a value in [0, 1] that
-    compares across map sizes. H = 0 for a one-feature map, ln n for a uniform map; lower is
-    sparser. Equals Quantus ``Complexity(abs=True, normalise=False)``.
+    over the features ``feature_mask`` selects (default every entry; text: the tokens without [CLS], [SEP] and
+    padding), 0 ln 0 = 0. ``normalise=True`` divides by ln n (n features of the sample), giving a value in
+    [0, 1] that compares across map sizes. H = 0 for a one-feature map, ln n for a uniform map; lower is
+    sparser. Without ``positive`` and mask it equals Quantus ``Complexity(abs=True, normalise=False)``. A map
+    with no (positive) mass is undefined: NaN, flagged.
     """
-    a, total, undefined = _abs_distribution(attributions)
-    n = a.shape[1]
-    if normalise and n < 2:
+    a, n, undefined = _distribution(attributions, positive, feature_mask)
+    if normalise and bool((n < 2).any()):
         raise ValueError("normalised entropy needs at least 2 features per sample (ln 1 = 0)")
+    total = a.sum(dim=1)
     p = a / torch.where(undefined, 1, total).unsqueeze(1)
     h = -torch.special.xlogy(p, p).sum(dim=1)
     if normalise:
-        h = h / math.log(n)
+        h = h / n.to(h.dtype).log()
     h = torch.where(undefined, torch.full_like(h, float("nan")), h)
     return Scores(values=h.to(attributions.dtype), undefined=undefined)
 
 
-def gini_index(attributions: Tensor) -> Scores:
+def gini_index(attributions: Tensor, *, feature_mask: Tensor | None = None) -> Scores:
     """Gini index of |a| (Hurley & Rickard 2009; Chalasani et al. 2020), higher is sparser.
 
-    With |a| sorted ascending, a_(1) <= ... <= a_(n):
+    With the n features' |a| sorted ascending, a_(1) <= ... <= a_(n) (``feature_mask``: as for the entropy):
 
         G = sum_i (2i - n - 1) a_(i) / (n sum_i a_(i))
 
     G = 0 for a uniform map and 1 - 1/n for a map with a single non-zero feature. Equals
     Quantus ``Sparseness(abs=True, normalise=False)`` except that Quantus adds 1e-7 to every entry.
     """
-    a, total, undefined = _abs_distribution(attributions)
-    n = a.shape[1]
-    sorted_a = a.sort(dim=1).values
-    weights = 2 * torch.arange(1, n + 1, dtype=a.dtype, device=a.device) - n - 1
+    a, n, undefined = _distribution(attributions, False, feature_mask)
+    size = a.shape[1]
+    if feature_mask is not None:  # non-features sort first and get weight 0
+        a = a.masked_fill(~feature_mask.reshape(a.shape), -1.0)
+    sorted_a = a.sort(dim=1).values.clamp(min=0)
+    rank = torch.arange(1, size + 1, dtype=a.dtype, device=a.device) - (size - n.to(a.dtype)).unsqueeze(1)
+    weights = (2 * rank - n.to(a.dtype).unsqueeze(1) - 1) * (rank >= 1)
+    total = sorted_a.sum(dim=1)
     g = (sorted_a * weights).sum(dim=1) / (n * torch.where(undefined, 1, total))
     g = torch.where(undefined, torch.full_like(g, float("nan")), g)
     return Scores(values=g.to(attributions.dtype), undefined=undefined)
@@ -72,13 +87,14 @@ def gini_index(attributions: Tensor) -> Scores:
 # --------------------------------------------------------------------------- the suite's metrics
 
 
-def _map_metric(score: Callable[[Tensor], Scores]) -> Callable[[Unit, NoConfig], MetricResult]:
+def _map_metric(score: Callable[..., Scores]) -> Callable[[Unit, NoConfig], MetricResult]:
     def evaluate(unit: Unit, cfg: NoConfig) -> MetricResult:
         _, _, ids = unit.samples()
+        params = {"features": "tokens" if unit.model.modality == "text" else "pixels"}
         if len(ids) == 0:
-            return MetricResult.empty({"features": "pixels"}, "samples")
-        res = score(unit.sample_maps())
-        return MetricResult(res.values, res.undefined, ids, {"features": "pixels"}, "samples")
+            return MetricResult.empty(params, "samples")
+        res = score(unit.sample_maps(), feature_mask=unit.sample_feature_mask())
+        return MetricResult(res.values, res.undefined, ids, params, "samples")
 
     return evaluate
 
@@ -100,6 +116,15 @@ ENTROPY_NORMALISED = MetricSpec(
     1,
     "",
     _map_metric(partial(explanation_entropy, normalise=True)),
+)
+ENTROPY_POSITIVE = MetricSpec(
+    "entropy_positive",
+    "Shannon entropy of max(a, 0) / sum max(a, 0) (the B-cos LM's positive token attributions)",
+    False,
+    ("image", "text"),
+    1,
+    "nats",
+    _map_metric(partial(explanation_entropy, positive=True)),
 )
 GINI = MetricSpec(
     "gini", "Gini index of |a| (sparseness), in [0, 1)", True, ("image", "text"), 1, "", _map_metric(gini_index)

@@ -245,6 +245,7 @@ def _part(name: str) -> Callable[[Unit, ErasureConfig], MetricResult]:
                 targets,
                 summary=cfg.summary,
                 baseline=unit_baseline(unit, cfg, ids),
+                feature_mask=unit.sample_feature_mask(),
                 activation=unit.model.activation,
                 chunk_size=unit.eval_batch,
             ),

@@ -27,6 +27,7 @@ for _spec in (
     erasure.SUFFICIENCY,
     complexity.ENTROPY,
     complexity.ENTROPY_NORMALISED,
+    complexity.ENTROPY_POSITIVE,
     complexity.GINI,
     completeness.SPEC,
 ):

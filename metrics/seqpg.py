@@ -13,13 +13,19 @@ Special and padding tokens belong to no segment and are left out of both sums. A
 
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
 import torch
 from torch import Tensor
 
-from metrics._checks import check_choice, check_finite, check_tensor
+from attributions.windows import explain_in_chunks
+from faithbench.config import to_dict
+from metrics._checks import check_choice, check_finite, check_positive_int, check_tensor
 from metrics._share import target_share
 from metrics.sequences import SEGMENT_LENGTHS, SequenceSet, build_sequences, truncate_segments
-from metrics.spec import MetricSpec
+from metrics.spec import MetricResult, MetricSpec, Unit
 from metrics.types import Scores
 
 
@@ -67,6 +73,105 @@ def sequence_pointing_game(
     return Scores(values=share, undefined=empty)
 
 
+# --------------------------------------------------------------------------- the suite's metric
+
+
+@dataclass(frozen=True)
+class SeqPGConfig:
+    """``[seqpg]``: how the sequences are built (defaults: the issue's 2 segments of 20 tokens; B-cos LM's 0.75
+    confidence and seed 42) and scored."""
+
+    n_segments: int = 2
+    segment_length: int = 20  # content tokens per segment ([CLS] / [SEP] not counted)
+    min_confidence: float = 0.75  # each truncated segment alone must be classified correctly with this confidence
+    n_sequences: int = 100  # at most this many sequences (fewer when the classes run out)
+    seed: int = 42
+    zero_mass: str = "zero"
+
+    cli: ClassVar[dict[str, str]] = {}
+
+    def __post_init__(self) -> None:
+        for key in ("n_segments", "segment_length", "n_sequences"):
+            check_positive_int(getattr(self, key), key)
+        if not 0.0 <= self.min_confidence <= 1.0:
+            raise ValueError(f"min_confidence must be a probability in [0, 1], got {self.min_confidence}")
+        check_choice(self.zero_mass, "zero_mass rule", ("zero", "nan"))
+
+
+@dataclass(frozen=True)
+class PreparedSequences:
+    """A model's SeqPG sequences (shared by its methods): encoded inputs, segment ids and labels on the device."""
+
+    inputs: Tensor  # (N, D, S * L + 2): [CLS] segments [SEP]
+    segment_ids: Tensor  # (N, S * L + 2), -1 at [CLS] / [SEP]
+    labels: Tensor  # (N, S)
+    info: dict[str, Any]
+
+
+def prepare_sequences(unit: Unit, cfg: SeqPGConfig) -> PreparedSequences:
+    """Segments: the first ``segment_length`` tokens of every evaluation text that long, kept where the model
+    classifies the segment alone (as ``[CLS] segment [SEP]``) correctly with ``min_confidence``."""
+    model, ids, length = unit.model, unit.images, cfg.segment_length
+    vocab = model.encoding.vocab  # a text model's TokenEncoding
+    long_enough = (model.feature_mask(ids).sum(dim=1) >= length).nonzero().flatten()
+    segments, labels = ids[long_enough, 1 : 1 + length], unit.labels[long_enough]  # rows are [CLS] tokens [SEP] ...
+
+    def wrap(tokens: Tensor) -> Tensor:
+        n = tokens.shape[0]
+        return torch.cat([tokens.new_full((n, 1), vocab.cls), tokens, tokens.new_full((n, 1), vocab.sep)], dim=1)
+
+    probs = model.probabilities(model.predict_logits(wrap(segments), unit.eval_batch, unit.device))
+    confidence = probs.gather(1, labels.view(-1, 1)).squeeze(1)
+    correct = probs.argmax(dim=1) == labels
+    info = {
+        **to_dict(cfg),
+        "n_long_enough": len(long_enough),
+        "n_confident": int((correct & (confidence >= cfg.min_confidence)).sum()),
+    }
+    try:
+        seq = build_sequences(
+            segments,
+            labels,
+            confidence,
+            correct,
+            n_segments=cfg.n_segments,
+            n_sequences=cfg.n_sequences,
+            min_confidence=cfg.min_confidence,
+            seed=cfg.seed,
+        )
+    except ValueError as exc:
+        print(f"[faithbench] no SeqPG sequence for {model.name}: {exc}", file=sys.stderr)
+        width = cfg.n_segments * length + 2
+        empty = torch.empty(0, width, dtype=torch.long)
+        return PreparedSequences(torch.empty(0), empty, empty[:, : cfg.n_segments], {**info, "n_sequences_built": 0})
+    outside = torch.full((len(seq.tokens), 1), -1, dtype=torch.long)
+    return PreparedSequences(
+        model.encode(wrap(seq.tokens)).to(unit.device),
+        torch.cat([outside, seq.segment_ids, outside], dim=1).to(unit.device),
+        seq.segment_labels.to(unit.device),
+        {**info, "n_sequences_built": len(seq.tokens)},
+    )
+
+
+def evaluate(unit: Unit, cfg: SeqPGConfig) -> MetricResult:
+    """Every segment of this shard's sequences, its class explained on the whole sequence; ids = sequence * S + s."""
+    prep = unit.per_model(("seqpg", cfg), lambda: prepare_sequences(unit, cfg))
+    s = cfg.n_segments
+    g = unit.take(len(prep.labels)).to(prep.labels.device)
+    if len(g) == 0:
+        return MetricResult.empty(prep.info, "seqpg")
+    job = g.repeat_interleave(s)
+    targets = torch.arange(s, device=g.device).repeat(len(g))
+    maps = unit.timed_explanation(
+        "seqpg",
+        lambda: explain_in_chunks(
+            unit.explain, lambda sl: prep.inputs[job[sl]], prep.labels[g].reshape(-1), unit.explain_batch
+        ),
+    )
+    scores = sequence_pointing_game(maps, prep.segment_ids[job], targets, n_segments=s, zero_mass=cfg.zero_mass)
+    return MetricResult(scores.values, scores.undefined, job * s + targets, prep.info, "seqpg")
+
+
 SPEC = MetricSpec(
     name="seqpg",
     description="sequence pointing game: positive-attribution share of the explained segment",
@@ -74,8 +179,18 @@ SPEC = MetricSpec(
     modalities=("text",),
     scale=100,
     unit="%",
-    evaluate=None,
-    unavailable="needs a text suite (text models and data), which faithbench does not ship yet",
+    evaluate=evaluate,
+    config=SeqPGConfig,
+    table="seqpg",
+    plot="bar",
 )
 
-__all__ = ["SEGMENT_LENGTHS", "SPEC", "SequenceSet", "build_sequences", "sequence_pointing_game", "truncate_segments"]
+__all__ = [
+    "SEGMENT_LENGTHS",
+    "SPEC",
+    "SeqPGConfig",
+    "SequenceSet",
+    "build_sequences",
+    "sequence_pointing_game",
+    "truncate_segments",
+]

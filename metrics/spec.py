@@ -190,6 +190,17 @@ class Unit:
 
         return self.per_model("samples", load)
 
+    def sample_feature_mask(self) -> Tensor | None:
+        """(S, *features) bool on the device: which positions of :meth:`samples` are features (text: not [CLS],
+        [SEP] or padding); None for image models (every pixel)."""
+
+        def load() -> Tensor | None:
+            _, _, ids = self.samples()
+            mask = self.model.feature_mask(self.images[ids])
+            return None if mask is None else mask.to(self.device)
+
+        return self.per_model("feature_mask", load)
+
     def sample_targets(self, target: str = "label") -> Tensor:
         """The classes explained for :meth:`samples`: their ``label`` or the model's ``predicted`` class."""
         x, labels, _ = self.samples()

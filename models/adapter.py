@@ -15,6 +15,7 @@ from faithbench.activations import to_probabilities
 from models.encoding import InputEncoding
 
 FAMILIES = ("standard", "bcos", "bcosified", "aloe")
+MODALITIES = ("image", "text")
 
 
 @dataclass
@@ -36,12 +37,14 @@ class ModelAdapter:
         native_explainer: ``(inputs, targets) -> contributions`` for models that bring their own W(x)x
             (ALOE's Hugging Face checkpoints: ``model.explain``); None: input x gradient in bcos'
             explanation mode.
+        modality: ``image``, or ``text`` (inputs are token ids, encoded to embeddings (B, D, T):
+            :mod:`models.text_encoding`; a token is a feature).
     """
 
     name: str
     family: str
     module: nn.Module
-    encoding: InputEncoding
+    encoding: InputEncoding  # or a TokenEncoding for text models
     num_classes: int
     input_size: tuple[int, int]
     is_vit: bool = False
@@ -51,11 +54,18 @@ class ModelAdapter:
     description: str = ""
     info: dict = field(default_factory=dict)
     native_explainer: Callable[[Tensor, Tensor], Tensor] | None = None
+    modality: str = "image"
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
             raise ValueError(f"unknown model family {self.family!r}; valid families: {', '.join(FAMILIES)}")
+        if self.modality not in MODALITIES:
+            raise ValueError(f"unknown modality {self.modality!r}; valid: {', '.join(MODALITIES)}")
         self.module.eval()
+
+    def feature_mask(self, raw: Tensor) -> Tensor | None:
+        """(B, *S) bool, the features of raw inputs (text: not [CLS] / [SEP] / [PAD]); None: every feature."""
+        return self.encoding.feature_mask(raw) if self.modality == "text" else None
 
     @property
     def has_native_explanation(self) -> bool:
@@ -148,3 +158,5 @@ class ModelSpec:
     source: str  # "zoo" (built offline), "torchvision", "bcos-hub"
     description: str
     build: Callable[..., ModelAdapter]
+    modality: str = "image"
+    dataset: str | None = None  # the data set whose classes it predicts (zoo models); None: any of its modality

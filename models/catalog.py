@@ -21,6 +21,7 @@ from models.recipes import (
     from_scratch,
     no_training,
 )
+from models.text_zoo import TEXT_RECIPES
 
 CANVAS = 36  # GAP models train on digits placed at random on a 36 px black canvas (translation, background)
 GAP_CNN = "cnn_gap_mnist"
@@ -131,5 +132,6 @@ for _recipe in (
         logit_bias=BCE_LOGIT_BIAS,
     ),
     *TEST_BED,
+    *TEXT_RECIPES,
 ):
     RECIPES.register(_recipe.name, _recipe)

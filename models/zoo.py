@@ -91,6 +91,13 @@ def _save_checkpoint(name: str, model: nn.Module, info: dict) -> None:
     )
 
 
+def held_out_accuracy(recipe: Recipe, model: nn.Module) -> dict:
+    if recipe.held_out is not None:
+        return recipe.held_out(model)
+    _, test = mnist_splits()
+    return {"test_accuracy": accuracy(model, recipe.encoding, test), "n_test": len(test.labels)}
+
+
 def build(name: str) -> tuple[nn.Module, dict]:
     """The trained module and its info for recipe ``name``, from cache or built now (CPU)."""
     r = RECIPES.get(name)
@@ -106,13 +113,7 @@ def build(name: str) -> tuple[nn.Module, dict]:
         extra["build_numerics"] = numerics
         extra["build_seconds"] = round(time.perf_counter() - start, 1)  # training only, dependencies excluded
         model.eval()
-        _, test = mnist_splits()
-        info = {
-            "test_accuracy": accuracy(model, r.encoding, test),
-            "n_test": len(test.labels),
-            "recipe_hash": recipe_hash(name),
-            **extra,
-        }
+        info = {**held_out_accuracy(r, model), "recipe_hash": recipe_hash(name), **extra}
         _say(f"{name}: held-out accuracy {info['test_accuracy']:.4f}")
         _save_checkpoint(name, model, info)
     return model.eval(), info

@@ -60,7 +60,7 @@ def test_a_vit_without_readable_attention_is_refused_before_it_runs():
             return x.flatten(1)[:, :10]
 
     model = ModelAdapter("mlp", "standard", PatchMLP(), normalized((0.5,), (0.25,)), 10, (28, 28), is_vit=True)
-    with pytest.raises(UnsupportedMethodError, match="nn.MultiheadAttention, and it has neither"):
+    with pytest.raises(UnsupportedMethodError, match="SelfAttention, and it has none"):
         get_method("attention_rollout").attribute(model, torch.rand(1, 1, 28, 28), torch.tensor([0]))
     assert not calls
 
