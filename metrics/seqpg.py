@@ -120,14 +120,19 @@ def prepare_sequences(unit: Unit, cfg: SeqPGConfig) -> PreparedSequences:
         n = tokens.shape[0]
         return torch.cat([tokens.new_full((n, 1), vocab.cls), tokens, tokens.new_full((n, 1), vocab.sep)], dim=1)
 
+    info: dict[str, Any] = {**to_dict(cfg), "n_long_enough": len(long_enough), "n_confident": 0}
+
+    def none_built(why: str) -> PreparedSequences:
+        print(f"[faithbench] no SeqPG sequence for {model.name}: {why}", file=sys.stderr)
+        empty = torch.empty(0, cfg.n_segments * length + 2, dtype=torch.long)
+        return PreparedSequences(torch.empty(0), empty, empty[:, : cfg.n_segments], {**info, "n_sequences_built": 0})
+
+    if len(long_enough) == 0:
+        return none_built(f"no evaluation text has {length} tokens; choose a shorter segment_length")
     probs = model.probabilities(model.predict_logits(wrap(segments), unit.eval_batch, unit.device))
     confidence = probs.gather(1, labels.view(-1, 1)).squeeze(1)
     correct = probs.argmax(dim=1) == labels
-    info = {
-        **to_dict(cfg),
-        "n_long_enough": len(long_enough),
-        "n_confident": int((correct & (confidence >= cfg.min_confidence)).sum()),
-    }
+    info["n_confident"] = int((correct & (confidence >= cfg.min_confidence)).sum())
     try:
         seq = build_sequences(
             segments,
@@ -140,10 +145,7 @@ def prepare_sequences(unit: Unit, cfg: SeqPGConfig) -> PreparedSequences:
             seed=cfg.seed,
         )
     except ValueError as exc:
-        print(f"[faithbench] no SeqPG sequence for {model.name}: {exc}", file=sys.stderr)
-        width = cfg.n_segments * length + 2
-        empty = torch.empty(0, width, dtype=torch.long)
-        return PreparedSequences(torch.empty(0), empty, empty[:, : cfg.n_segments], {**info, "n_sequences_built": 0})
+        return none_built(str(exc))
     outside = torch.full((len(seq.tokens), 1), -1, dtype=torch.long)
     return PreparedSequences(
         model.encode(wrap(seq.tokens)).to(unit.device),

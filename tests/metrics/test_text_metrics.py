@@ -1,0 +1,106 @@
+"""The text metrics through the runner's hooks, on a hand-built bag-of-words model with known answers."""
+
+import math
+
+import pytest
+import torch
+
+from attributions import get_method
+from metrics.baselines import BaselineConfig, unit_baseline
+from metrics.erasure import ErasureConfig
+from metrics.registry import METRICS
+from metrics.seqpg import SeqPGConfig
+from metrics.spec import Unit
+from tests.text_helpers import CLASS0, CLASS1, bag_of_words, sentence
+
+
+def unit_of(model, method: str, rows: list[list[int]], labels: list[int]) -> Unit:
+    ids = torch.tensor(rows)
+    return Unit(model, get_method(method), ids, torch.tensor(labels), torch.arange(len(rows)), 8, torch.device("cpu"))
+
+
+def evaluate(metric: str, unit: Unit, cfg=None):
+    spec = METRICS.get(metric)
+    return spec.evaluate(unit, cfg if cfg is not None else spec.config())
+
+
+def p0(logits: list[float]) -> float:
+    return torch.tensor(logits).softmax(0)[0].item()
+
+
+def segments_data(per_class: int = 3, length: int = 4):
+    """``per_class`` texts of each class, each ``length`` + 1 words of its class; padded to one width."""
+    rows = [sentence(*[CLASS0 + i] * (length + 1)) for i in range(per_class)]
+    rows += [sentence(*[CLASS1 + i] * (length + 1)) for i in range(per_class)]
+    return rows, [0] * per_class + [1] * per_class
+
+
+@pytest.mark.parametrize(("method", "expected"), [("input_x_gradient", 1.0), ("native", 1.0), ("gradient", 0.5)])
+def test_seqpg_known_answers(method, expected):
+    # Each segment's class is voted for only by its own words: x * gradient puts all positive mass there (1);
+    # the gradient is the same at every token (one-hot of the class), a uniform map: 1 / 2.
+    rows, labels = segments_data()
+    result = evaluate("seqpg", unit_of(bag_of_words(), method, rows, labels), SeqPGConfig(segment_length=4))
+    assert result.params["n_sequences_built"] == 3 and result.params["n_long_enough"] == 6
+    assert len(result.values) == 6 and sorted(result.sample_ids.tolist()) == list(range(6))
+    torch.testing.assert_close(result.values, torch.full((6,), expected))
+
+
+def test_seqpg_counts_only_confident_correct_segments_and_records_none_built():
+    rows, labels = segments_data()
+    wrong = [1 - y for y in labels]  # every segment misclassified: no sequence
+    result = evaluate("seqpg", unit_of(bag_of_words(), "native", rows, wrong), SeqPGConfig(segment_length=4))
+    assert result.params["n_sequences_built"] == 0 and len(result.values) == 0
+    short = evaluate("seqpg", unit_of(bag_of_words(), "native", rows, labels), SeqPGConfig(segment_length=6))
+    assert short.params["n_long_enough"] == 0 and len(short.values) == 0
+
+
+def test_seqpg_shards_cover_every_segment_once():
+    rows, labels = segments_data(per_class=5)
+    parts = []
+    for rank in range(2):
+        unit = unit_of(bag_of_words(), "input_x_gradient", rows, labels)
+        unit.rank, unit.world = rank, 2
+        parts.append(evaluate("seqpg", unit, SeqPGConfig(segment_length=4)).sample_ids)
+    assert sorted(torch.cat(parts).tolist()) == list(range(10))
+
+
+@pytest.mark.parametrize(
+    ("baseline", "removed", "kept_only"),
+    [
+        # [CLS] a a b [SEP]: the top token (the first a) replaced; then all but it. [MASK] votes (0, 3).
+        ("mask-token", [1.002, 4.002], [1.002, 6.002]),
+        ("pad-token", [1.002, 1.002], [1.002, 0.002]),
+    ],
+)
+def test_comprehensiveness_and_sufficiency_known_answers(baseline, removed, kept_only):
+    unit = unit_of(bag_of_words(), "input_x_gradient", [sentence(CLASS0, CLASS0, CLASS1)], [0])
+    cfg = ErasureConfig(summary="eraser", baseline=baseline)
+    original = p0([2.002, 1.002])
+    comp = evaluate("comprehensiveness", unit, cfg)
+    suff = evaluate("sufficiency", unit, cfg)
+    # n = 3 tokens ([CLS] / [SEP] are not features): k = max(1, floor(3 r)) = 1 at every ERASER fraction.
+    assert comp.values.item() == pytest.approx(original - p0(removed), abs=1e-6)
+    assert suff.values.item() == pytest.approx(original - p0(kept_only), abs=1e-6)
+
+
+def test_text_models_refuse_image_baselines_and_images_refuse_token_baselines():
+    unit = unit_of(bag_of_words(), "input_x_gradient", [sentence(CLASS0)], [0])
+    with pytest.raises(ValueError, match="valid: mask-token, pad-token"):
+        unit_baseline(unit, BaselineConfig(baseline="mean"), torch.tensor([0]))
+
+
+def test_entropy_counts_only_tokens_and_the_positive_variant_only_positive_mass():
+    # x * gradient for class 0 on [CLS] a a b [SEP]: a = 1, a = 1, b = 0, [CLS] / [SEP] = 1e-3 (not features).
+    unit = unit_of(bag_of_words(), "input_x_gradient", [sentence(CLASS0, CLASS0, CLASS1)], [0])
+    assert evaluate("entropy", unit).values.item() == pytest.approx(math.log(2), abs=1e-6)
+    assert evaluate("entropy_positive", unit).values.item() == pytest.approx(math.log(2), abs=1e-6)
+    assert evaluate("entropy_normalised", unit).values.item() == pytest.approx(math.log(2) / math.log(3), abs=1e-6)
+    # class 1: b = 1 is the only positive token, so the positive entropy is 0
+    unit1 = unit_of(bag_of_words(), "input_x_gradient", [sentence(CLASS0, CLASS0, CLASS1)], [1])
+    assert evaluate("entropy_positive", unit1).values.item() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_native_token_contributions_are_complete_on_the_hand_built_model():
+    unit = unit_of(bag_of_words(), "native", [sentence(CLASS0, CLASS1, CLASS1, length=7)], [1])
+    assert abs(evaluate("completeness_gap", unit).values.item()) < 1e-6
