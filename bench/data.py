@@ -16,6 +16,7 @@ from torch import Tensor
 
 from faithbench.errors import UserError
 from faithbench.registry import Registry
+from models.hf_text import HF_DATASETS
 
 if TYPE_CHECKING:
     from bench.suite import Suite
@@ -74,6 +75,16 @@ def _tokenized(name: str, split, max_length: int = 128) -> EvalData:
     return EvalData(name, ids, split.labels)
 
 
+def _hugging_face(name: str) -> Callable[[str | None], EvalData]:
+    def load(data_root: str | None) -> EvalData:
+        from models.hf_text import load_hf_split
+
+        split, _ = load_hf_split(name)
+        return _tokenized(f"{name}-test", split)
+
+    return load
+
+
 def check_image_folder(root: str | None) -> Path:
     if not root:
         raise UserError("the imagefolder dataset needs --data-root DIR (one sub-folder of images per class)")
@@ -111,6 +122,15 @@ for _spec in (
         "text",
         "the 1,276 held-out Rotten Tomatoes review sentences (rotten / fresh) of the offline text zoo",
         _rotten_tomatoes,
+    ),
+    *(
+        DatasetSpec(
+            name,
+            "text",
+            f"{spec.repo} test split via Hugging Face datasets (pip install 'faithbench[hf]')",
+            _hugging_face(name),
+        )
+        for name, spec in HF_DATASETS.items()
     ),
 ):
     DATASETS.register(_spec.name, _spec)

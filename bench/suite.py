@@ -192,13 +192,17 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
     for m in models:
         spec = MODELS.get(m)
         if spec.modality != dataset.modality:
-            same = [n for n, sp in MODELS.items() if sp.modality == dataset.modality and sp.dataset in (None, dataset.name)]
+            same = [
+                n for n, sp in MODELS.items() if sp.modality == dataset.modality and sp.dataset in (None, dataset.name)
+            ]
             raise UserError(
                 f"{where} model {m!r} is a {spec.modality} model and dataset {dataset.name!r} is {dataset.modality}; "
                 f"models for it: {', '.join(same)}"
             )
         if spec.modality == "text" and spec.dataset not in (None, dataset.name):
-            raise UserError(f"{where} model {m!r} predicts the classes of dataset {spec.dataset!r}, not {dataset.name!r}")
+            raise UserError(
+                f"{where} model {m!r} predicts the classes of dataset {spec.dataset!r}, not {dataset.name!r}"
+            )
     zoo = [m for m in models if MODELS.get(m).source == "zoo" and MODELS.get(m).modality == "image"]
     if zoo and not dataset.zoo:
         raise UserError(

@@ -12,9 +12,10 @@ ROOT = Path(__file__).resolve().parents[2]
 OWN = {"faithbench", "bench", "metrics", "models", "attributions"}
 # Imported only through a library that declares it (captum's SkLearnRidge imports sklearn lazily).
 INDIRECT = {"scikit-learn"}
-# Imported inside a guard that degrades gracefully (``bench perf`` skips its Quantus rows with a note);
+# Imported inside a guard that degrades gracefully (``bench perf`` skips its Quantus rows with a note; the
+# Hugging Face data sets say which extra to install);
 # must be declared in an extra.
-OPTIONAL = {"quantus"}
+OPTIONAL = {"quantus", "datasets"}
 
 
 def _declared() -> set[str]:

@@ -1,0 +1,45 @@
+"""The Hugging Face text path offline: one line naming what is missing and how to get it, no hang."""
+
+import os
+
+import pytest
+
+from faithbench.errors import UserError
+from models import hf_text
+
+
+def test_missing_data_set_offline_is_one_line_naming_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("HUGGINGFACE_HUB_CACHE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_CACHE", raising=False)
+    with pytest.raises(UserError) as err:
+        hf_text.require("fancyzhx/ag_news", "dataset", "data set 'ag-news':")
+    message = str(err.value)
+    assert "\n" not in message and "fancyzhx/ag_news" in message
+    assert "huggingface-cli download --repo-type dataset fancyzhx/ag_news" in message
+    assert str(tmp_path) in message
+
+
+def test_cached_data_is_read_offline(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("HUGGINGFACE_HUB_CACHE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    snapshot = tmp_path / "hub" / "datasets--stanfordnlp--imdb" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "README.md").write_text("cached")
+    hf_text.require("stanfordnlp/imdb", "dataset", "data set 'imdb':")
+    assert os.environ["HF_HUB_OFFLINE"] == os.environ["HF_DATASETS_OFFLINE"] == "1"
+
+
+def test_loading_a_hugging_face_data_set_without_it_stops_in_one_line(monkeypatch, tmp_path):
+    from bench.data import DATASETS
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(UserError) as err:
+        DATASETS.get("ag-news").load(None)
+    message = str(err.value)
+    assert "\n" not in message and ("faithbench[hf]" in message or "fancyzhx/ag_news" in message)
