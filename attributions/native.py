@@ -46,6 +46,7 @@ class NativeNormalisedInput(NativeExplanation):
     """``native`` with ``wrt = "normalised-input"``, under its own name so a suite can run both."""
 
     name = "native_normalised"
+    capabilities = Capabilities(needs_native=True)  # text models have no input-normalisation layer
     description = "W(x)x of the normalised input: complete for B-cosified / ALOE models (sums to the logit)"
     defaults: ClassVar[dict] = {"wrt": "normalised-input"}
 

@@ -114,7 +114,9 @@ class _SegmentMethod(AttributionMethod):
 
 class Lime(_SegmentMethod):
     name = "lime"
-    description = "LIME on superpixels (ridge surrogate, exp. cosine kernel 0.25 as the lime package; Captum's draws)"
+    description = (
+        "LIME on superpixels / tokens (ridge surrogate, exp. cosine kernel 0.25 as the lime package; Captum's draws)"
+    )
     defaults: ClassVar[dict] = {
         "n_samples": 500,
         "segmentation": "quickshift",
@@ -152,10 +154,11 @@ class Lime(_SegmentMethod):
             return top_k_mask(weights, p["top_k"])
         return weights
 
-
-class ShapleySampling(_SegmentMethod):
+    description = "Shapley value sampling over image segments (default 7 x 7 patches) or tokens (Captum's sampling)"
     name = "shapley_sampling"
-    description = "Shapley value sampling over image segments (default a 7 x 7 grid of patches; Captum's sampling)"
+    description = (
+        "Shapley value sampling over image segments (default a 7 x 7 grid of patches) or tokens; Captum's sampling"
+    )
     defaults: ClassVar[dict] = {
         "n_samples": 25,
         "segmentation": "patches",
