@@ -154,11 +154,10 @@ class Lime(_SegmentMethod):
             return top_k_mask(weights, p["top_k"])
         return weights
 
-    description = "Shapley value sampling over image segments (default 7 x 7 patches) or tokens (Captum's sampling)"
+
+class ShapleySampling(_SegmentMethod):
     name = "shapley_sampling"
-    description = (
-        "Shapley value sampling over image segments (default a 7 x 7 grid of patches) or tokens; Captum's sampling"
-    )
+    description = "Shapley value sampling over image segments (default 7 x 7 patches) or tokens (Captum's sampling)"
     defaults: ClassVar[dict] = {
         "n_samples": 25,
         "segmentation": "patches",

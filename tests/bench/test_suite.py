@@ -143,7 +143,25 @@ def test_smoke_suite_covers_every_method_and_every_image_metric():
     from attributions import METHODS
     from metrics.registry import METRICS
 
-    smoke = load_suite("smoke")
-    assert set(smoke.methods) == set(METHODS)
+    smoke, text = load_suite("smoke"), load_suite("smoke-text")
+    assert set(smoke.methods) | set(text.methods) == set(METHODS)
     image_metrics = {name for name, spec in METRICS.items() if spec.availability("image") is None}
     assert set(smoke.metrics) == image_metrics
+    text_metrics = {name for name, spec in METRICS.items() if spec.availability("text") is None}
+    assert set(text.metrics) == text_metrics
+    assert text.modality == "text" and {"seqpg", "entropy_positive"} <= set(text.metrics)
+
+
+def test_models_must_match_the_data_sets_modality_and_classes():
+    base = {"name": "t", "methods": ["gradient"], "metrics": ["entropy"]}
+    with pytest.raises(
+        UserError, match=r"model 'cnn_mnist' is an image model and dataset 'rotten-tomatoes' is text; models"
+    ):
+        build_suite({**base, "models": ["cnn_mnist"], "dataset": "rotten-tomatoes"})
+    with pytest.raises(UserError, match=r"model 'minilm_rt' is a text model and dataset 'mnist' is image"):
+        build_suite({**base, "models": ["minilm_rt"], "dataset": "mnist"})
+    with pytest.raises(
+        UserError, match=r"model 'minilm_rt' predicts the classes of dataset 'rotten-tomatoes', not 'imdb'"
+    ):
+        build_suite({**base, "models": ["minilm_rt"], "dataset": "imdb"})
+    assert build_suite({**base, "models": ["minilm_rt"], "dataset": "rotten-tomatoes"}).modality == "text"

@@ -52,3 +52,29 @@ def test_half_precision_maps_are_summed_in_float32():
     torch.testing.assert_close(
         explanation_entropy(a).values.float(), explanation_entropy(a.float()).values, rtol=1e-3, atol=1e-3
     )
+
+
+def test_feature_mask_restricts_entropy_and_gini_to_the_features():
+    # Token maps with [CLS] / [SEP] / padding columns: masking them equals scoring the features alone.
+
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(4, 9, generator=gen)
+    mask = torch.zeros(4, 9, dtype=torch.bool)
+    lengths = [3, 5, 7, 2]
+    for i, n in enumerate(lengths):
+        mask[i, 1 : 1 + n] = True
+    for i, n in enumerate(lengths):
+        alone = a[i : i + 1, 1 : 1 + n]
+        for positive in (False, True):
+            for normalise in (False, True):
+                masked = explanation_entropy(a, positive=positive, normalise=normalise, feature_mask=mask).values[i]
+                want = explanation_entropy(alone, positive=positive, normalise=normalise).values[0]
+                torch.testing.assert_close(masked, want, equal_nan=True)
+        torch.testing.assert_close(gini_index(a, feature_mask=mask).values[i], gini_index(alone).values[0])
+
+
+def test_positive_entropy_ignores_negative_mass():
+
+    a = torch.tensor([[1.0, 1.0, -5.0, 0.0]])
+    assert explanation_entropy(a, positive=True).values.item() == pytest.approx(math.log(2))
+    assert bool(explanation_entropy(-a.abs(), positive=True).undefined.all())
