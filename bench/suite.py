@@ -195,8 +195,9 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
             same = [
                 n for n, sp in MODELS.items() if sp.modality == dataset.modality and sp.dataset in (None, dataset.name)
             ]
+            kind = f"{'an' if spec.modality == 'image' else 'a'} {spec.modality}"
             raise UserError(
-                f"{where} model {m!r} is {'an' if spec.modality == 'image' else 'a'} {spec.modality} model and dataset {dataset.name!r} is {dataset.modality}; "
+                f"{where} model {m!r} is {kind} model and dataset {dataset.name!r} is {dataset.modality}; "
                 f"models for it: {', '.join(same)}"
             )
         if spec.modality == "text" and spec.dataset not in (None, dataset.name):
