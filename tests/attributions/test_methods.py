@@ -70,6 +70,7 @@ SUPPORT = {  # expected support, by method: models it must explain (the others m
     "gradcam": {"cnn", "bcos_cnn"},
     "lrp": {"cnn", "bcos_cnn"},
     "attention_rollout": {"vit", "aloe_vit"},
+    "attention_last": {"vit", "aloe_vit"},
     "chefer_cam": {"vit", "aloe_vit"},
     "attnlrp": {"vit", "aloe_vit"},
     "guided_backprop": {"cnn"},  # the only model with nn.ReLU modules

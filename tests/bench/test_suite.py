@@ -41,7 +41,10 @@ def write(tmp_path, text):
         ('[erasure]\nsummary = "aopc"\n', r"\[erasure\]: unknown comprehensiveness/sufficiency summary 'aopc'"),
         ("[deletion]\nfractions = [0.5, 0.2]\n", r"\[deletion\]: fractions must be strictly increasing"),
         ('[deletion]\nblock_size = "4"\n', r"\[deletion\] block_size must be int"),
-        ("[grid_pg]\nn_grids = 2\n", r"unknown key\(s\) grid_pg; .*tables: gridpg, deletion, erasure, method_params"),
+        (
+            "[grid_pg]\nn_grids = 2\n",
+            r"unknown key\(s\) grid_pg; .*tables: gridpg, seqpg, deletion, erasure, method_params",
+        ),
         (
             "[method_params.lime]\nn_sample = 3\n",
             r"\[method_params.lime\]: method 'lime' has no parameter\(s\) n_sample",
