@@ -49,7 +49,7 @@ _TEST_BED_REFUSALS = {
     "bcosified_vit_mnist": ("guided_backprop", "deeplift", "gradcam", "lrp"),
 }
 EXPECTED_REFUSALS |= {(model, method) for model, methods in _TEST_BED_REFUSALS.items() for method in methods}
-# CheferCAM, AttnLRP and last-layer attention need readable attention like rollout: the models that refuse one refuse the others.
+# CheferCAM, AttnLRP and last-layer attention need readable attention like rollout: models refusing one refuse all.
 EXPECTED_REFUSALS |= {
     (model, other)
     for model, method in EXPECTED_REFUSALS
