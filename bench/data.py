@@ -66,12 +66,12 @@ def _rotten_tomatoes(data_root: str | None) -> EvalData:
     return _tokenized("rotten-tomatoes-test", rotten_tomatoes().test)
 
 
-def _tokenized(name: str, split, max_length: int = 128) -> EvalData:
+def _tokenized(name: str, split) -> EvalData:
     """A text split as (N, T) WordPiece ids ``[CLS] tokens [SEP]`` + [PAD] (MiniLM's vocabulary, that of every
-    text model here), each at most ``max_length`` tokens."""
+    text model here), each at most ``models.text_encoding.MAX_LENGTH`` tokens."""
     from models.text_encoding import tokenize
 
-    ids, _ = tokenize(split.texts, max_length)
+    ids, _ = tokenize(split.texts)
     return EvalData(name, ids, split.labels)
 
 

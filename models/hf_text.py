@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from faithbench.errors import UserError
-from models.hub import _hf_hub_cache
+from models.hub import hf_home, hf_hub_cache
 from models.text_data import TextSplit
 
 HF_HOST = "huggingface.co"
@@ -61,16 +61,13 @@ HF_DATASETS = {
 
 
 def _datasets_cache() -> Path:
-    home = os.environ.get("HF_HOME") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface"
-    )
-    return Path(os.environ.get("HF_DATASETS_CACHE") or os.path.join(home, "datasets"))
+    return Path(os.environ.get("HF_DATASETS_CACHE") or os.path.join(hf_home(), "datasets"))
 
 
 def cached(repo: str, kind: str) -> bool:
     """Whether ``repo`` (a ``dataset`` or a ``model``) is in the local Hugging Face caches."""
     owner_name = repo.replace("/", "--")
-    hub = Path(_hf_hub_cache()) / f"{kind}s--{owner_name}"
+    hub = Path(hf_hub_cache()) / f"{kind}s--{owner_name}"
     if hub.is_dir() and any(hub.glob("snapshots/*/*")):
         return True
     return kind == "dataset" and any(_datasets_cache().glob(f"{repo.replace('/', '___')}*"))
@@ -96,7 +93,7 @@ def require(repo: str, kind: str, what: str) -> None:
     if not online():
         fetch = f"huggingface-cli download {'--repo-type dataset ' if kind == 'dataset' else ''}{repo}"
         raise UserError(
-            f"{what} {repo} is not in the Hugging Face cache ({_hf_hub_cache()}) and {HF_HOST} cannot be reached: on a "
+            f"{what} {repo} is not in the Hugging Face cache ({hf_hub_cache()}) and {HF_HOST} cannot be reached: on a "
             f"machine with internet run `{fetch}` and copy that folder here (or set HF_HOME to a copy of it)"
         )
 

@@ -230,7 +230,7 @@ def aloe_model(repo: str) -> Callable:
         except Exception as exc:  # noqa: BLE001
             raise UserError(
                 f"could not load ALOE checkpoint {repo}: {_first_line(exc)}; offline? on a machine with internet "
-                f"run `huggingface-cli download {repo}` (it lands in {_hf_hub_cache()}), copy that folder here and "
+                f"run `huggingface-cli download {repo}` (it lands in {hf_hub_cache()}), copy that folder here and "
                 "set HF_HUB_OFFLINE=1"
             ) from exc
         return aloe_adapter(registry_name(repo), model.eval(), processor, repo).to(device)
@@ -238,12 +238,16 @@ def aloe_model(repo: str) -> Callable:
     return build
 
 
-def _hf_hub_cache() -> str:
-    """Where Hugging Face keeps downloads, by huggingface_hub's rules (HF_HUB_CACHE, HUGGINGFACE_HUB_CACHE,
-    HF_HOME/hub, XDG_CACHE_HOME/huggingface/hub, ~/.cache/huggingface/hub)."""
+def hf_home() -> str:
+    """Hugging Face's home folder: HF_HOME, else XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface."""
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    home = os.environ.get("HF_HOME") or os.path.join(cache, "huggingface")
-    return os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE") or os.path.join(home, "hub")
+    return os.environ.get("HF_HOME") or os.path.join(cache, "huggingface")
+
+
+def hf_hub_cache() -> str:
+    """Where Hugging Face keeps downloads, by huggingface_hub's rules (HF_HUB_CACHE, HUGGINGFACE_HUB_CACHE,
+    then HF_HOME/hub with :func:`hf_home`)."""
+    return os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE") or os.path.join(hf_home(), "hub")
 
 
 def registry_name(repo: str) -> str:

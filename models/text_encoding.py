@@ -41,7 +41,10 @@ class Vocabulary:
         return (ids == self.cls) | (ids == self.sep) | (ids == self.pad)
 
 
-def tokenize(texts: Sequence[str], max_length: int = 128) -> tuple[Tensor, Vocabulary]:
+MAX_LENGTH = 128  # tokens per text ([CLS] and [SEP] included); Rotten Tomatoes sentences are shorter
+
+
+def tokenize(texts: Sequence[str], max_length: int = MAX_LENGTH) -> tuple[Tensor, Vocabulary]:
     """(N, T) ids, ``[CLS] tokens [SEP]`` padded with [PAD] to the longest row (each at most ``max_length``)."""
     tokenizer = load_tokenizer(max_length=max_length)
     vocab = Vocabulary.of(tokenizer)

@@ -13,7 +13,6 @@ from __future__ import annotations
 from functools import lru_cache, partial
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
@@ -22,16 +21,16 @@ from models.recipes import Recipe
 from models.text_data import rotten_tomatoes
 from models.text_encoding import tokenize
 from models.text_models import TextTransformer, minilm_classifier
+from models.training import training_step
 
 DATASET = "rotten-tomatoes"
-MAX_LENGTH = 128  # tokens per sentence ([CLS] and [SEP] included); Rotten Tomatoes sentences are shorter
 
 
 @lru_cache(maxsize=1)
 def _data() -> tuple[Tensor, Tensor, Tensor, Tensor]:
     data = rotten_tomatoes()
-    train_ids, _ = tokenize(data.train.texts, MAX_LENGTH)
-    test_ids, _ = tokenize(data.test.texts, MAX_LENGTH)
+    train_ids, _ = tokenize(data.train.texts)
+    test_ids, _ = tokenize(data.test.texts)
     return train_ids, data.train.labels, test_ids, data.test.labels
 
 
@@ -84,18 +83,7 @@ def train_text_classifier(
     with tqdm(total=steps, desc="text model", leave=False, unit="step") as bar:
         for _ in range(epochs):
             for idx in length_batches(lengths, batch_size, gen):
-                logits = _logits(model, ids[idx])
-                y = labels[idx]
-                if loss == "bce":
-                    value = F.binary_cross_entropy_with_logits(logits, F.one_hot(y, logits.shape[1]).float())
-                else:
-                    value = F.cross_entropy(logits, y)
-                opt.zero_grad(set_to_none=True)
-                value.backward()
-                opt.step()
-                sched.step()
-                bar.update()
-                bar.set_postfix(loss=f"{value.item():.3f}")
+                training_step(_logits(model, ids[idx]), labels[idx], loss, opt, sched, bar)
     model.eval()
 
 

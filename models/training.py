@@ -74,19 +74,29 @@ def train_classifier(
                     images = random_placement(images, canvas, gen)
                 if shift:
                     images = random_shift(images, shift, gen)
-                logits = module(encode(images))
-                y = data.labels[idx]
-                if loss == "bce":
-                    value = F.binary_cross_entropy_with_logits(logits, F.one_hot(y, logits.shape[1]).float())
-                else:
-                    value = F.cross_entropy(logits, y)
-                opt.zero_grad(set_to_none=True)
-                value.backward()
-                opt.step()
-                sched.step()
-                bar.update()
-                bar.set_postfix(loss=f"{value.item():.3f}")
+                training_step(module(encode(images)), data.labels[idx], loss, opt, sched, bar)
     module.eval()
+
+
+def training_step(
+    logits: Tensor,
+    labels: Tensor,
+    loss: str,
+    opt: torch.optim.Optimizer,
+    sched: torch.optim.lr_scheduler.LRScheduler,
+    bar: tqdm,
+) -> None:
+    """One optimiser step on ``ce`` (cross-entropy) or ``bce`` (one-hot binary cross-entropy on every logit)."""
+    if loss == "bce":
+        value = F.binary_cross_entropy_with_logits(logits, F.one_hot(labels, logits.shape[1]).float())
+    else:
+        value = F.cross_entropy(logits, labels)
+    opt.zero_grad(set_to_none=True)
+    value.backward()
+    opt.step()
+    sched.step()
+    bar.update()
+    bar.set_postfix(loss=f"{value.item():.3f}")
 
 
 def random_shift(images: Tensor, max_shift: int, gen: torch.Generator) -> Tensor:
