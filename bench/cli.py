@@ -16,9 +16,10 @@ def _cmd_zoo(args: argparse.Namespace) -> int:
     from bench.zoo_report import LEGEND, zoo_rows, zoo_table
     from models import zoo
 
-    # The digit zoo; the text models are built by the text suites that use them (their table is image-specific).
-    image = [n for n, r in zoo.RECIPES.items() if r.modality == "image"]
-    names = zoo.RECIPES.check(args.models or image, "zoo models")
+    # Default: the digit zoo (minutes); --text: the text zoo (about 25 min on 2 cores); or the named models.
+    modality = "text" if args.text else "image"
+    default = [n for n, r in zoo.RECIPES.items() if r.modality == modality]
+    names = zoo.RECIPES.check(args.models or default, "zoo models")
     sys.stdout.write(zoo_table(zoo_rows(list(names), n_grids=args.locality_grids)) + "\n")
     if args.locality_grids:
         sys.stdout.write(LEGEND + "\n")
@@ -123,8 +124,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from bench.report import report
+    from faithbench.errors import UserError
 
-    text, tables, plots = report(Path(args.results), Path(args.out) if args.out else None)
+    if not 0 < args.alpha < 1:
+        raise UserError(f"--alpha must lie in (0, 1), got {args.alpha}")
+    if args.n_boot < 100:
+        raise UserError(f"--n-boot must be at least 100, got {args.n_boot}")
+    text, tables, plots = report(
+        Path(args.results), Path(args.out) if args.out else None, alpha=args.alpha, n_boot=args.n_boot
+    )
     sys.stdout.write(text + "\n\n")
     for f in [*tables.values(), *plots]:
         sys.stdout.write(f"wrote {f}\n")
@@ -176,7 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_zoo = sub.add_parser(
         "zoo", parents=[common], help="build (or load from cache) the offline model zoo and report accuracies"
     )
-    p_zoo.add_argument("models", nargs="*", help="zoo models to build (default: all)")
+    p_zoo.add_argument("models", nargs="*", help="zoo models to build (default: every image model)")
+    p_zoo.add_argument("--text", action="store_true", help="build every text model instead of the image models")
     p_zoo.add_argument(
         "--locality-grids", type=int, default=50, help="grids of the locality check per model (0: skip it)"
     )
@@ -220,6 +229,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_rep.add_argument("results", help="a run's results.csv")
     p_rep.add_argument("--out", help="output folder (default: report/ beside the results)")
+    p_rep.add_argument("--alpha", type=float, default=0.05, help="level of the paired tests behind the tied-best marks")
+    p_rep.add_argument(
+        "--n-boot", type=int, default=1000, help="bootstrap resamples behind P(rank 1) and the rank intervals"
+    )
     p_rep.set_defaults(func=_cmd_report)
 
     p_cmp = sub.add_parser(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.report_stats import LeaderboardStats
 from faithbench.errors import UserError
 
 
@@ -35,10 +36,11 @@ def _cell(mean: float, low: float, high: float) -> str:
     return f"{mean:.2f} ± {half:.2f}"
 
 
-def leaderboard(results: pd.DataFrame) -> pd.DataFrame:
+def leaderboard(results: pd.DataFrame, stats: LeaderboardStats | None = None) -> pd.DataFrame:
     """One row per (model, method), one column per metric: ``mean ± 95% CI half-width``.
 
-    Column names carry the direction (↑ higher is better, ↓ lower is better) and unit.
+    Column names carry the direction (↑ higher is better, ↓ lower is better) and unit; with ``stats``,
+    the best and tied-best cells of each model and metric carry their marks and P(rank 1).
     """
     from metrics.registry import METRICS
 
@@ -46,7 +48,17 @@ def leaderboard(results: pd.DataFrame) -> pd.DataFrame:
     metrics += sorted(set(results["metric"]) - set(metrics))
     table = results.assign(
         cell=[
-            _cell(m, lo, hi) for m, lo, hi in zip(results["mean"], results["ci_low"], results["ci_high"], strict=True)
+            _cell(m, lo, hi)
+            + (f" {stats.suffix(model, method, metric)}" if stats and stats.suffix(model, method, metric) else "")
+            for m, lo, hi, model, method, metric in zip(
+                results["mean"],
+                results["ci_low"],
+                results["ci_high"],
+                results["model"],
+                results["method"],
+                results["metric"],
+                strict=True,
+            )
         ]
     )
     pivot = table.pivot_table(index=["model", "method"], columns="metric", values="cell", aggfunc="first")
@@ -80,6 +92,7 @@ def to_markdown(table: pd.DataFrame) -> str:
 def to_latex(table: pd.DataFrame) -> str:
     def esc(v: object) -> str:
         s = str(v).replace("_", r"\_").replace("±", r"$\pm$").replace("↑", r"$\uparrow$")
+        s = s.replace("★", r"$\star$").replace("≈", r"$\approx$")
         return s.replace("↓", r"$\downarrow$").replace("%", r"\%").replace("–", "--")
 
     cols = [esc(c) for c in table.columns]
@@ -89,25 +102,29 @@ def to_latex(table: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_tables(results: pd.DataFrame, out: Path) -> dict[str, Path]:
+def write_tables(results: pd.DataFrame, out: Path, stats: LeaderboardStats | None = None) -> dict[str, Path]:
+    """The leaderboard in Markdown, HTML, LaTeX and text, each with the statistics' footnote under it."""
     out.mkdir(parents=True, exist_ok=True)
-    table = leaderboard(results)
+    table = leaderboard(results, stats)
+    notes = stats.footnote() if stats else []
     paths = {
         "markdown": out / "leaderboard.md",
         "html": out / "leaderboard.html",
         "latex": out / "leaderboard.tex",
         "text": out / "leaderboard.txt",
     }
-    paths["markdown"].write_text(to_markdown(table))
-    paths["html"].write_text(table.to_html(index=False, border=0))
-    paths["latex"].write_text(to_latex(table))
-    paths["text"].write_text(to_text(table) + "\n")
+    paths["markdown"].write_text(to_markdown(table) + "".join(f"\n{n}\n" for n in notes))
+    paths["html"].write_text(table.to_html(index=False, border=0) + "".join(f"\n<p>{n}</p>" for n in notes))
+    latex_notes = "".join(f"\n% {n}\n" for n in notes).replace("★", "star").replace("≈", "approx")
+    paths["latex"].write_text(to_latex(table) + latex_notes)
+    paths["text"].write_text(to_text(table) + "".join(f"\n\n{n}" for n in notes) + "\n")
     return paths
 
 
-def write_plots(run_dir: Path, results: pd.DataFrame, out: Path) -> list[Path]:
+def write_plots(run_dir: Path, results: pd.DataFrame, out: Path, stats: LeaderboardStats | None = None) -> list[Path]:
     """Per metric, the plot its spec asks for (``curve``: mean curve per method and model; ``bar``:
-    per-sample scores by method and model), and the example panel."""
+    per-sample scores by method and model), the example panel and, with ``stats``, the metric-agreement
+    heatmap and the rank-interval plot."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -164,6 +181,10 @@ def write_plots(run_dir: Path, results: pd.DataFrame, out: Path) -> list[Path]:
     panel = example_panel(run_dir, results, out, plt)
     if panel is not None:
         written.append(panel)
+    if stats is not None:
+        from bench.report_stats import agreement_heatmap, rank_interval_plot
+
+        written += [p for p in (agreement_heatmap(stats, out, plt, sns), rank_interval_plot(stats, out, plt, sns)) if p]
     return written
 
 
@@ -200,21 +221,58 @@ def identity_section(run_dir: Path, markdown: bool) -> str:
     return "\n\n".join(blocks)
 
 
-def report(results_csv: Path, out: Path | None = None) -> tuple[str, dict[str, Path], list[Path]]:
-    """Tables and plots for a run; returns the terminal table and the files written.
+def statistics_section(stats: LeaderboardStats, markdown: bool) -> str:
+    """Split-half reliability per model and metric, and how well the metrics agree on the method order."""
+    from bench.report_stats import reliability_text
 
-    The Markdown and text leaderboards end with the identical-maps check (:mod:`bench.identity`)."""
+    blocks = []
+    table = reliability_text(stats)
+    if not table.empty:
+        head = "### Metric reliability\n\n" if markdown else "metric reliability\n"
+        blocks.append(
+            f"{head}Split-half reliability of each metric's method ranking (Spearman correlation of the methods' "
+            "means on two random halves of the samples, mean over 100 splits, Spearman-Brown corrected; 1: the "
+            "ranking replicates, 0: it is noise; n/a with fewer than 3 methods or 4 common samples)."
+        )
+        blocks.append((to_markdown(table) if markdown else to_text(table)).rstrip("\n"))
+    if not stats.agreement.empty:
+        mean = stats.agreement.groupby(["metric_a", "metric_b"], sort=False)["tau"].mean().reset_index()
+        mean["tau"] = mean["tau"].map(lambda v: f"{v:+.2f}")
+        head = "### Metric agreement\n\n" if markdown else "metric agreement\n"
+        blocks.append(
+            f"{head}Kendall's tau-b between the method rankings of two metrics on the same model, mean over the "
+            "models (+1: same order, -1: reversed; each metric's direction applied)."
+        )
+        blocks.append((to_markdown(mean) if markdown else to_text(mean)).rstrip("\n"))
+    return "\n\n".join(blocks)
+
+
+def report(
+    results_csv: Path, out: Path | None = None, *, alpha: float = 0.05, n_boot: int = 1000
+) -> tuple[str, dict[str, Path], list[Path]]:
+    """Tables, statistics and plots for a run; returns the terminal table and the files written.
+
+    The leaderboards mark the best and tied-best methods (:mod:`bench.statistics`, test level ``alpha``,
+    ``n_boot`` bootstrap resamples for P(rank 1)); the Markdown and text ones end with the metrics'
+    reliability and agreement and the identical-maps check (:mod:`bench.identity`)."""
+    from bench.report_stats import leaderboard_stats, write_statistics
+
     results = read_results(results_csv)
     run_dir = Path(results_csv).parent
     out = out or run_dir / "report"
-    tables = write_tables(results, out)
-    text = to_text(leaderboard(results))
+    stats = leaderboard_stats(run_dir, results, alpha=alpha, n_boot=n_boot)
+    tables = write_tables(results, out, stats)
+    text = to_text(leaderboard(results, stats)) + "".join(f"\n\n{n}" for n in stats.footnote())
     for kind in ("markdown", "text"):
-        section = identity_section(run_dir, markdown=kind == "markdown")
+        sections = [
+            statistics_section(stats, markdown=kind == "markdown"),
+            identity_section(run_dir, kind == "markdown"),
+        ]
+        section = "\n\n".join(x for x in sections if x)
         if section:
             with tables[kind].open("a") as f:
                 f.write("\n" + section + "\n")
             if kind == "text":
                 text += "\n\n" + section
-    plots = write_plots(run_dir, results, out)
-    return text, tables, plots
+    plots = write_plots(run_dir, results, out, stats)
+    return text, {**tables, **{p.stem: p for p in write_statistics(stats, out)}}, plots

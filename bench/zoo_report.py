@@ -32,14 +32,16 @@ def zoo_rows(names: list[str], *, n_grids: int = 50, seed: int = 0) -> list[ZooR
     from models.data import mnist_splits
     from models.locality import locality
 
-    _, test = mnist_splits()
+    test = None
     rows = []
     for name in names:
         start = time.perf_counter()
         model = load_model(name)
         loaded = time.perf_counter() - start
         row = ZooRow(name, model.family, model.info["test_accuracy"], model.info.get("build_seconds"), loaded)
-        if n_grids:
+        if n_grids and model.modality == "image":  # a grid of digits; text models have no cells
+            if test is None:
+                test = mnist_splits()[1]
             check = locality(
                 model.predict_logits,
                 test.images,

@@ -184,10 +184,17 @@ def test_report_writes_tables_and_plots(tiny_run):
         "gridpg.png",
         "example_maps.png",
         "faithfulness_vs_cost.png",
+        "rank_intervals.png",
+        "statistics.csv",
+        "reliability.csv",
     ):
         assert (tiny_run / "report" / name).stat().st_size > 100, name
     md = (tiny_run / "report" / "leaderboard.md").read_text()
     assert "| bcos_cnn_mnist | native |" in md and "gridpg ↑ [%]" in md
+    assert "★" in md and "Wilcoxon signed-rank" in md and "alpha = 0.05" in md  # tied-best marks, test and level
+    assert r"$\star$" in (tiny_run / "report" / "leaderboard.tex").read_text()
+    stats = pd.read_csv(tiny_run / "report" / "statistics.csv")
+    assert stats.groupby(["model", "metric"])["best"].sum().eq(1).all()  # one best per model and metric
 
 
 # ----------------------------------------------------------------------------- resume

@@ -1,0 +1,164 @@
+"""The report's statistics (:mod:`bench.statistics`): leaderboard marks, their footnote, the statistics
+files, the metric-agreement heatmap and the rank-interval plot."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bench.statistics import metric_agreement, paired_tests, rank_stability, split_half
+
+BEST, TIED = "★", "≈"
+
+
+@dataclass
+class LeaderboardStats:
+    """Per (model, method, metric) marks; empty when the run has no per-sample scores."""
+
+    table: pd.DataFrame  # model, metric, method, best, tied_best, p_vs_best, p_holm, n_paired, p_rank1, ranks
+    agreement: pd.DataFrame  # model, metric_a, metric_b, tau, n_methods
+    reliability: pd.DataFrame  # model, metric, split_half, n_common
+    alpha: float
+    n_boot: int
+    marks: dict[tuple[str, str, str], str] = field(default_factory=dict)
+
+    def suffix(self, model: str, method: str, metric: str) -> str:
+        return self.marks.get((model, method, metric), "")
+
+    def footnote(self) -> list[str]:
+        if self.table.empty:
+            return []
+        lines = [
+            f"{BEST} best mean of the model and metric; {TIED} not significantly worse than {BEST} (two-sided "
+            f"Wilcoxon signed-rank test on the paired samples, Holm-corrected within each model x metric, "
+            f"alpha = {self.alpha}); P1 = bootstrap probability of ranking first ({self.n_boot} resamples of "
+            "the samples every method of the model scored)."
+        ]
+        subset = self.table[self.table["paired_subset"]]
+        if not subset.empty:
+            spans = subset.groupby(["model", "metric"], sort=False)["n_paired"].agg(["min", "max"])
+            tables = ", ".join(
+                f"{model}/{metric} (n = {lo}" + (f"-{hi})" if hi != lo else ")")
+                for (model, metric), lo, hi in zip(spans.index, spans["min"], spans["max"], strict=True)
+            )
+            lines.append(
+                f"Methods whose undefined samples differ are compared with {BEST} on their common samples: {tables}."
+            )
+        return lines
+
+
+def _read_samples(run_dir: Path) -> pd.DataFrame | None:
+    path = run_dir / "samples.csv"
+    if not path.exists() or path.stat().st_size <= 1:
+        return None
+    samples = pd.read_csv(path)
+    return samples.assign(value=samples["value"].where(~samples["undefined"].astype(bool)))
+
+
+def leaderboard_stats(
+    run_dir: Path, results: pd.DataFrame, alpha: float = 0.05, n_boot: int = 1000, seed: int = 0
+) -> LeaderboardStats:
+    """Paired tests, rank stability, metric agreement and split-half reliability of a run."""
+    samples = _read_samples(run_dir)
+    agreement = metric_agreement(results)
+    if samples is None:
+        empty = pd.DataFrame()
+        return LeaderboardStats(empty, agreement, empty, alpha, n_boot)
+    tests = paired_tests(results, samples, alpha=alpha)
+    ranks = rank_stability(results, samples, n_boot=n_boot, seed=seed)
+    key = ["model", "metric", "method"]
+    table = tests.merge(ranks, on=key, how="left") if not ranks.empty else tests
+    stats = LeaderboardStats(table, agreement, split_half(samples, seed=seed), alpha, n_boot)
+    for r in table.itertuples():
+        if r.tied_best:
+            p1 = getattr(r, "p_rank1", np.nan)
+            stats.marks[(r.model, r.method, r.metric)] = (BEST if r.best else TIED) + (
+                f" P1 {p1:.2f}" if np.isfinite(p1) else ""
+            )
+    return stats
+
+
+def write_statistics(stats: LeaderboardStats, out: Path) -> list[Path]:
+    """statistics.csv (per method), reliability.csv (per metric), metric_agreement.csv (per metric pair)."""
+    paths = []
+    for name, frame in (
+        ("statistics", stats.table),
+        ("reliability", stats.reliability),
+        ("metric_agreement", stats.agreement),
+    ):
+        if not frame.empty:
+            path = out / f"{name}.csv"
+            frame.to_csv(path, index=False)
+            paths.append(path)
+    return paths
+
+
+def agreement_heatmap(stats: LeaderboardStats, out: Path, plt: Any, sns: Any) -> Path | None:
+    """Kendall's tau between the metrics' method rankings, averaged over the models."""
+    if stats.agreement.empty:
+        return None
+    mirrored = pd.concat(
+        [stats.agreement, stats.agreement.rename(columns={"metric_a": "metric_b", "metric_b": "metric_a"})]
+    )
+    grid = mirrored.pivot_table(index="metric_a", columns="metric_b", values="tau", aggfunc="mean")
+    order = list(dict.fromkeys([*stats.agreement["metric_a"], *stats.agreement["metric_b"]]))
+    grid = grid.reindex(index=order, columns=order)
+    for m in order:
+        grid.loc[m, m] = 1.0
+    fig, ax = plt.subplots(figsize=(1.1 * len(order) + 2, 0.9 * len(order) + 1.5))
+    sns.heatmap(grid, vmin=-1, vmax=1, cmap="vlag", annot=True, fmt=".2f", square=True, ax=ax)
+    ax.set_title(
+        f"metric agreement: Kendall's tau of the method rankings (mean over {mirrored['model'].nunique()} models)"
+    )
+    ax.set_xlabel("")
+    ax.set_ylabel("")
+    path = out / "metric_agreement.png"
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def rank_interval_plot(stats: LeaderboardStats, out: Path, plt: Any, sns: Any) -> Path | None:
+    """Per model and metric, each method's bootstrap rank interval (bar) and P(rank 1) (label)."""
+    if stats.table.empty or "rank_low" not in stats.table:
+        return None
+    table = stats.table.dropna(subset=["rank_low"])
+    panels = list(table.groupby(["model", "metric"], sort=False))
+    n_cols = min(4, len(panels))
+    n_rows = -(-len(panels) // n_cols)
+    height = 0.28 * table["method"].nunique() + 1.0
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(4.2 * n_cols, height * n_rows), squeeze=False)
+    for ax, ((model, metric), part) in zip(axes.flat, panels, strict=False):
+        part = part.sort_values(["rank_low", "rank_high"])
+        y = np.arange(len(part))
+        colors = [
+            "tab:red" if b else ("tab:orange" if t else "tab:gray")
+            for b, t in zip(part["best"], part["tied_best"], strict=True)
+        ]
+        ax.hlines(y, part["rank_low"] - 0.3, part["rank_high"] + 0.3, colors=colors, linewidth=5)
+        ax.set_yticks(y, [f"{m} ({p:.2f})" for m, p in zip(part["method"], part["p_rank1"], strict=True)], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlim(0.5, part["rank_high"].max() + 0.5)
+        ax.set_title(f"{model} / {metric}", fontsize=8)
+        ax.set_xlabel("rank (95 % bootstrap interval)", fontsize=7)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.set_visible(False)
+    fig.suptitle("rank intervals; red: best, orange: tied-best; P(rank 1) in brackets", y=1.0)
+    fig.tight_layout()
+    path = out / "rank_intervals.png"
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def reliability_text(stats: LeaderboardStats) -> pd.DataFrame:
+    """Split-half reliability per model (rows) and metric (columns), for the report's tables."""
+    if stats.reliability.empty:
+        return pd.DataFrame()
+    wide = stats.reliability.pivot_table(index="model", columns="metric", values="split_half", aggfunc="first")
+    order = list(dict.fromkeys(stats.reliability["metric"]))
+    return wide.reindex(columns=order).map(lambda v: "n/a" if not np.isfinite(v) else f"{v:.2f}").reset_index()

@@ -1,0 +1,199 @@
+"""Leaderboard statistics from a run's per-sample scores: paired tests, rank stability, metric agreement.
+
+Every method of a (model, metric) table is scored on the same samples, so methods are compared
+paired, on the samples both scored (a sample a method leaves undefined drops out of its pairs only).
+
+- **Tied-best** (Demšar 2006; Holm 1979): the best method by mean, and every method whose paired
+  difference to it is not significant -- a two-sided Wilcoxon signed-rank test per pair, Holm-corrected
+  over the table's pairs at ``alpha``.
+- **Rank stability** (bootstrap over samples, Efron & Tibshirani 1993): on the samples every method
+  scored, resample them ``n_boot`` times and rank the methods' means; P(rank 1) splits ties evenly,
+  the rank interval is the 2.5-97.5 % percentile of each method's rank.
+- **Metric agreement** (Kendall 1938): Kendall's tau-b between the method rankings two metrics give on
+  the same model (each metric's direction applied, so tau = 1 means they agree on the order).
+- **Split-half reliability** (Spearman 1910; Brown 1910): split the samples at random into halves,
+  Spearman correlation between the methods' means on the two halves, averaged over ``n_splits``
+  splits, Spearman-Brown corrected ``2 r / (1 + r)`` to the full sample.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+TABLE = ["model", "metric"]
+
+
+def holm(p_values: np.ndarray) -> np.ndarray:
+    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1); NaN stays NaN."""
+    p = np.asarray(p_values, dtype=float)
+    out = np.full_like(p, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    if ok.size == 0:
+        return out
+    order = ok[np.argsort(p[ok], kind="stable")]
+    m = order.size
+    adjusted = np.maximum.accumulate((m - np.arange(m)) * p[order])
+    out[order] = np.minimum(adjusted, 1.0)
+    return out
+
+
+def wilcoxon_p(diffs: np.ndarray) -> float:
+    """Two-sided Wilcoxon signed-rank p-value of paired differences (1 when all are zero, NaN when none)."""
+    diffs = diffs[np.isfinite(diffs)]
+    if diffs.size == 0:
+        return math.nan
+    if not np.any(diffs != 0):
+        return 1.0
+    return float(stats.wilcoxon(diffs, zero_method="wilcox", alternative="two-sided").pvalue)
+
+
+def _wide(samples: pd.DataFrame) -> pd.DataFrame:
+    """One (model, metric) table's per-sample scores: samples x methods, NaN where undefined."""
+    return samples.pivot_table(index="sample_id", columns="method", values="value", aggfunc="first", dropna=False)
+
+
+def _direction(results: pd.DataFrame) -> dict[tuple[str, str], float]:
+    """+1 where higher is better, -1 where lower is, per (model, metric)."""
+    rows = results.drop_duplicates(TABLE)
+    return {
+        (m, k): 1.0 if bool(h) else -1.0
+        for m, k, h in zip(rows["model"], rows["metric"], rows["higher_is_better"], strict=True)
+    }
+
+
+def paired_tests(results: pd.DataFrame, samples: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """Per (model, metric, method): the best method, the paired test against it, tied-best.
+
+    Columns: ``best`` (this method has the best mean), ``n_paired`` (samples both scored),
+    ``p_vs_best`` (Wilcoxon), ``p_holm``, ``tied_best`` (best, or not significantly worse at alpha
+    after Holm), ``paired_subset`` (the pair used fewer samples than either method scored).
+    """
+    sign = _direction(results)
+    rows = []
+    for (model, metric), part in samples.groupby(TABLE, sort=False):
+        wide = _wide(part)
+        means = wide.mean(skipna=True) * sign.get((model, metric), 1.0)
+        if means.notna().sum() == 0:
+            continue
+        best = means.idxmax()
+        others = [m for m in wide.columns if m != best]
+        pvals, n_paired, subset = [], [], []
+        for method in others:
+            both = wide[[best, method]].dropna()
+            pvals.append(wilcoxon_p((both[best] - both[method]).to_numpy()))
+            n_paired.append(len(both))
+            subset.append(len(both) < max(wide[best].notna().sum(), wide[method].notna().sum()))
+        adjusted = holm(np.asarray(pvals, dtype=float))
+        rows.append(
+            dict(
+                model=model,
+                metric=metric,
+                method=best,
+                best=True,
+                n_paired=int(wide[best].notna().sum()),
+                p_vs_best=math.nan,
+                p_holm=math.nan,
+                tied_best=True,
+                paired_subset=False,
+            )
+        )
+        for method, p, q, n, sub in zip(others, pvals, adjusted, n_paired, subset, strict=True):
+            tied = bool(np.isfinite(q) and q >= alpha)  # no paired sample: cannot be called tied
+            rows.append(
+                dict(
+                    model=model,
+                    metric=metric,
+                    method=method,
+                    best=False,
+                    n_paired=n,
+                    p_vs_best=p,
+                    p_holm=q,
+                    tied_best=tied,
+                    paired_subset=sub,
+                )
+            )
+    return pd.DataFrame(rows)
+
+
+def _ranks(means: np.ndarray) -> np.ndarray:
+    """Competition ranks (1 = best) of each row of (B, M) scores where higher is better; ties share the best rank."""
+    return (means[:, None, :] > means[:, :, None]).sum(-1) + 1
+
+
+def rank_stability(results: pd.DataFrame, samples: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Per (model, metric, method): P(rank 1) and the 95 % bootstrap rank interval, on the common samples."""
+    sign = _direction(results)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for (model, metric), part in samples.groupby(TABLE, sort=False):
+        wide = _wide(part).dropna()  # samples every method scored
+        methods = list(wide.columns)
+        values = wide.to_numpy(dtype=float).T * sign.get((model, metric), 1.0)  # (M, S), higher is better
+        if values.shape[1] == 0:
+            continue
+        idx = rng.integers(0, values.shape[1], size=(n_boot, values.shape[1]))
+        means = values[:, idx].mean(-1).T  # (B, M)
+        ranks = _ranks(means)
+        first = ranks == 1
+        p_first = (first / first.sum(1, keepdims=True)).mean(0)  # a k-way tie for first counts 1/k each
+        low = np.percentile(ranks, 2.5, axis=0, method="lower")
+        high = np.percentile(ranks, 97.5, axis=0, method="higher")
+        for i, method in enumerate(methods):
+            rows.append(
+                dict(
+                    model=model,
+                    metric=metric,
+                    method=method,
+                    n_common=values.shape[1],
+                    p_rank1=float(p_first[i]),
+                    rank_low=int(low[i]),
+                    rank_high=int(high[i]),
+                )
+            )
+    return pd.DataFrame(rows)
+
+
+def metric_agreement(results: pd.DataFrame, min_methods: int = 3) -> pd.DataFrame:
+    """Kendall's tau-b between the method rankings of every pair of metrics on each model.
+
+    Columns ``model, metric_a, metric_b, tau, n_methods``; pairs with fewer than ``min_methods``
+    methods both scored are left out (a tau over two methods is +-1 by construction)."""
+    frame = results[np.isfinite(results["mean"])]
+    rows = []
+    for model, part in frame.groupby("model", sort=False):
+        signed = part.assign(score=part["mean"] * np.where(part["higher_is_better"].astype(bool), 1.0, -1.0))
+        wide = signed.pivot_table(index="method", columns="metric", values="score", aggfunc="first")
+        names = list(dict.fromkeys(part["metric"]))  # the results' order (the registry's), not alphabetical
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                both = wide[[a, b]].dropna()
+                if len(both) < min_methods:
+                    continue
+                tau = stats.kendalltau(both[a], both[b]).statistic
+                rows.append(dict(model=model, metric_a=a, metric_b=b, tau=float(tau), n_methods=len(both)))
+    return pd.DataFrame(rows, columns=["model", "metric_a", "metric_b", "tau", "n_methods"])
+
+
+def split_half(samples: pd.DataFrame, n_splits: int = 100, seed: int = 0) -> pd.DataFrame:
+    """Per (model, metric): Spearman-Brown corrected split-half reliability of the methods' means."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for (model, metric), part in samples.groupby(TABLE, sort=False):
+        values = _wide(part).dropna().to_numpy(dtype=float)  # (S, M)
+        n, m = values.shape
+        if n < 4 or m < 3:
+            rows.append(dict(model=model, metric=metric, split_half=math.nan, n_common=n))
+            continue
+        rs = []
+        for _ in range(n_splits):
+            perm = rng.permutation(n)
+            a, b = values[perm[: n // 2]].mean(0), values[perm[n // 2 :]].mean(0)
+            rs.append(stats.spearmanr(a, b).statistic)
+        r = float(np.nanmean(rs)) if np.isfinite(rs).any() else math.nan
+        value = 2 * r / (1 + r) if r > -1 else -1.0  # Spearman-Brown, on the mean correlation over splits
+        rows.append(dict(model=model, metric=metric, split_half=value, n_common=n))
+    return pd.DataFrame(rows)
