@@ -7,6 +7,7 @@ parameters; ``method.attribute(model, inputs, targets)`` returns channel-summed 
 from attributions.attnlrp import AttnLrp
 from attributions.base import AttributionMethod, Capabilities, UnsupportedMethodError
 from attributions.chefer import CheferCam
+from attributions.controls import CONTROL_METHODS, CONTROLS
 from attributions.gradients import (
     DeepLift,
     GradCam,
@@ -46,6 +47,7 @@ for _cls in (
     LastLayerAttention,
     CheferCam,
     AttnLrp,
+    *CONTROL_METHODS,
 ):
     register_method(_cls)
 
@@ -55,4 +57,12 @@ def get_method(name: str, **params: object) -> AttributionMethod:
     return METHODS.get(name)(**params)
 
 
-__all__ = ["METHODS", "AttributionMethod", "Capabilities", "UnsupportedMethodError", "get_method", "register_method"]
+__all__ = [
+    "CONTROLS",
+    "METHODS",
+    "AttributionMethod",
+    "Capabilities",
+    "UnsupportedMethodError",
+    "get_method",
+    "register_method",
+]

@@ -45,6 +45,7 @@ class Capabilities:
     seeded: bool = False  # random sampling, reproducible through ``seed``
     class_specific: bool = True  # False: the same map for every target (attention rollout)
     coarse: bool = False  # maps of low resolution upsampled (GradCAM): GridPG does not smooth them (TPAMI Sec. 4)
+    ground_truth: bool = False  # maps come from a metric's ground truth (the oracle): only such metrics score it
 
 
 class AttributionMethod:

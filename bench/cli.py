@@ -88,6 +88,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         data_root=args.data_root,
         dataset="imagefolder" if args.data_root else None,
         tables=_table_overrides(args),
+        controls=[] if args.no_controls else None,
     )
     out = Path(args.out or Path("runs") / suite.name)
     try:
@@ -222,6 +223,11 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--out", help="output folder (default runs/SUITE); rerunning resumes")
     p_run.add_argument("--no-progress", action="store_true", help="no progress bar")
     p_run.add_argument("--no-report", action="store_true", help="skip the tables and plots after the run")
+    p_run.add_argument(
+        "--no-controls",
+        action="store_true",
+        help="skip the control explainers (random, uniform, centre, edges, oracle)",
+    )
     p_run.set_defaults(func=_cmd_run)
 
     p_rep = sub.add_parser(

@@ -20,7 +20,7 @@ from faithbench.io import atomic_torch_save
 
 def compute_examples(run_dir: Path, results: pd.DataFrame) -> dict[tuple[str, str], dict]:
     """(model, method) -> {"image", "map", "label", "caption"} for every pair in ``results``."""
-    from attributions import get_method
+    from attributions import CONTROLS, get_method
     from bench.data import load_data
     from bench.runner import resolve_device
     from bench.suite import build_suite
@@ -47,6 +47,8 @@ def compute_examples(run_dir: Path, results: pd.DataFrame) -> dict[tuple[str, st
     examples: dict[tuple[str, str], dict] = {}
     models: dict[str, object] = {}
     for model_name, method_name in sorted(pairs):
+        if method_name in CONTROLS:
+            continue  # the controls ignore the model: the panel shows what the methods see
         path = run_dir / "examples" / f"{model_name}__{method_name}.pt"
         key = keys.get((model_name, method_name), "")
         if path.exists():
@@ -86,6 +88,7 @@ def example_panel(run_dir: Path, results: pd.DataFrame, out: Path, plt) -> Path 
     models = list(dict.fromkeys(results["model"]))
     methods = list(dict.fromkeys(results["method"]))
     models = [m for m in models if any(k[0] == m for k in examples)]
+    methods = [m for m in methods if any(k[1] == m for k in examples)]  # the controls have no example
     fig, axes = plt.subplots(
         len(models), len(methods) + 1, figsize=(1.5 * (len(methods) + 1), 1.6 * len(models)), squeeze=False
     )

@@ -40,8 +40,11 @@ RULE = (
 FILE = "identical_maps.json"
 
 
-def fingerprint(unit: Unit) -> dict[str, Any]:
-    """The unit's maps of the first per-sample images, as compact JSON (base64 float32)."""
+def fingerprint(unit: Unit) -> dict[str, Any] | None:
+    """The unit's maps of the first per-sample images, as compact JSON (base64 float32); None for the oracle
+    (it has maps only inside a metric with a ground truth)."""
+    if unit.method.capabilities.ground_truth:
+        return None
     ids = unit.sample_ids[:FINGERPRINT_IMAGES]
     cached = unit.cache.get(("explanation", "samples"))  # Unit.sample_maps' label maps, if a metric made them
     if cached is not None and unit.world == 1:

@@ -223,9 +223,14 @@ def identity_section(run_dir: Path, markdown: bool) -> str:
 
 def statistics_section(stats: LeaderboardStats, markdown: bool) -> str:
     """Split-half reliability per model and metric, and how well the metrics agree on the method order."""
-    from bench.report_stats import reliability_text
+    from bench.report_stats import SKILL_NOTE, reliability_text, skill_table
 
     blocks = []
+    skill = skill_table(stats)
+    if not skill.empty:
+        head = "### Skill over the controls\n\n" if markdown else "skill over the controls\n"
+        blocks.append(f"{head}{SKILL_NOTE}")
+        blocks.append((to_markdown(skill) if markdown else to_text(skill)).rstrip("\n"))
     table = reliability_text(stats)
     if not table.empty:
         head = "### Metric reliability\n\n" if markdown else "metric reliability\n"

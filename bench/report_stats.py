@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.statistics import metric_agreement, paired_tests, rank_stability, split_half
+from bench.statistics import metric_agreement, paired_tests, rank_stability, skill_scores, split_half
 
 BEST, TIED = "★", "≈"
 
@@ -22,6 +22,7 @@ class LeaderboardStats:
     table: pd.DataFrame  # model, metric, method, best, tied_best, p_vs_best, p_holm, n_paired, p_rank1, ranks
     agreement: pd.DataFrame  # model, metric_a, metric_b, tau, n_methods
     reliability: pd.DataFrame  # model, metric, split_half, n_common
+    skill: pd.DataFrame  # model, metric, method, skill, margin, p_vs_random(_holm), beats_random
     alpha: float
     n_boot: int
     marks: dict[tuple[str, str, str], str] = field(default_factory=dict)
@@ -67,12 +68,13 @@ def leaderboard_stats(
     agreement = metric_agreement(results)
     if samples is None:
         empty = pd.DataFrame()
-        return LeaderboardStats(empty, agreement, empty, alpha, n_boot)
+        return LeaderboardStats(empty, agreement, empty, empty, alpha, n_boot)
     tests = paired_tests(results, samples, alpha=alpha)
     ranks = rank_stability(results, samples, n_boot=n_boot, seed=seed)
     key = ["model", "metric", "method"]
     table = tests.merge(ranks, on=key, how="left") if not ranks.empty else tests
-    stats = LeaderboardStats(table, agreement, split_half(samples, seed=seed), alpha, n_boot)
+    skill = skill_scores(results, samples, alpha=alpha)
+    stats = LeaderboardStats(table, agreement, split_half(samples, seed=seed), skill, alpha, n_boot)
     for r in table.itertuples():
         if r.tied_best:
             p1 = getattr(r, "p_rank1", np.nan)
@@ -88,6 +90,7 @@ def write_statistics(stats: LeaderboardStats, out: Path) -> list[Path]:
     for name, frame in (
         ("statistics", stats.table),
         ("reliability", stats.reliability),
+        ("skill", stats.skill),
         ("metric_agreement", stats.agreement),
     ):
         if not frame.empty:
@@ -162,3 +165,27 @@ def reliability_text(stats: LeaderboardStats) -> pd.DataFrame:
     wide = stats.reliability.pivot_table(index="model", columns="metric", values="split_half", aggfunc="first")
     order = list(dict.fromkeys(stats.reliability["metric"]))
     return wide.reindex(columns=order).map(lambda v: "n/a" if not np.isfinite(v) else f"{v:.2f}").reset_index()
+
+
+def skill_table(stats: LeaderboardStats) -> pd.DataFrame:
+    """Per (model, method) row and metric column: the skill score (oracle-scaled, where the metric has an
+    oracle) or the margin over ``random`` (``+`` signed, in the metric's unit and direction), ``✗`` where the
+    method is not significantly better than ``random``."""
+    if stats.skill.empty:
+        return pd.DataFrame()
+
+    def cell(r: pd.Series) -> str:
+        value = f"{r.skill:.2f}" if np.isfinite(r.skill) else f"{r.margin:+.2f}" if np.isfinite(r.margin) else "n/a"
+        return value + ("" if r.beats_random or r.method == "random" else " ✗")
+
+    frame = stats.skill.assign(cell=stats.skill.apply(cell, axis=1))
+    wide = frame.pivot_table(index=["model", "method"], columns="metric", values="cell", aggfunc="first")
+    order = list(dict.fromkeys(stats.skill["metric"]))
+    return wide.reindex(columns=order).fillna("–").reset_index()
+
+
+SKILL_NOTE = (
+    "Skill against the controls: (score - random) / (oracle - random) where the metric has an oracle (1: as good "
+    "as the ground truth, 0: no better than noise), else the margin over random in the metric's unit (+: better). "
+    "✗: not significantly better than random (one-sided Wilcoxon signed-rank, Holm within each model x metric)."
+)

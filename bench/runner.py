@@ -140,7 +140,7 @@ def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) ->
     ids = sample_ids(suite, len(data.labels))
     writer = _Writer(out, suite, provenance(dev, suite.seed), active=shard.rank == 0)
     bar = tqdm(
-        total=len(suite.models) * len(suite.methods),
+        total=len(suite.models) * len(suite.all_methods),
         desc=f"suite {suite.name}",
         unit="unit",
         disable=not progress or shard.rank != 0,
@@ -150,7 +150,7 @@ def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) ->
         for model_name in suite.models:
             model = _load_model(model_name, dev, shard)
             model_cache: dict = {}
-            for method_name in suite.methods:
+            for method_name in suite.all_methods:
                 bar.set_postfix_str(f"{model_name} / {method_name}")
                 method = get_method(method_name, **suite.method_params.get(method_name, {}))
                 try:

@@ -11,6 +11,10 @@ paired, on the samples both scored (a sample a method leaves undefined drops out
   the rank interval is the 2.5-97.5 % percentile of each method's rank.
 - **Metric agreement** (Kendall 1938): Kendall's tau-b between the method rankings two metrics give on
   the same model (each metric's direction applied, so tau = 1 means they agree on the order).
+- **Skill score** (as forecast skill against a reference, Murphy 1988): ``(s - s_random) / (s_oracle -
+  s_random)`` where the metric scores an ``oracle`` control, else the margin over ``random`` in the
+  metric's direction; a method is flagged when a one-sided Wilcoxon test (Holm over the table) does not
+  find it better than ``random`` on the paired samples.
 - **Split-half reliability** (Spearman 1910; Brown 1910): split the samples at random into halves,
   Spearman correlation between the methods' means on the two halves, averaged over ``n_splits``
   splits, Spearman-Brown corrected ``2 r / (1 + r)`` to the full sample.
@@ -196,4 +200,61 @@ def split_half(samples: pd.DataFrame, n_splits: int = 100, seed: int = 0) -> pd.
         r = float(np.nanmean(rs)) if np.isfinite(rs).any() else math.nan
         value = 2 * r / (1 + r) if r > -1 else -1.0  # Spearman-Brown, on the mean correlation over splits
         rows.append(dict(model=model, metric=metric, split_half=value, n_common=n))
+    return pd.DataFrame(rows)
+
+
+def skill_scores(
+    results: pd.DataFrame, samples: pd.DataFrame, alpha: float = 0.05, random: str = "random", oracle: str = "oracle"
+) -> pd.DataFrame:
+    """Per (model, metric, method) with a ``random`` control: ``skill`` (oracle-scaled) or ``margin`` over random,
+    ``p_vs_random`` (one-sided Wilcoxon, Holm-corrected over the table) and ``beats_random``."""
+    sign = _direction(results)
+    rows = []
+    for (model, metric), part in samples.groupby(TABLE, sort=False):
+        wide = _wide(part)
+        if random not in wide.columns:
+            continue
+        d = sign.get((model, metric), 1.0)
+        means = wide.mean(skipna=True)
+        s_random = means[random]
+        span = means[oracle] - s_random if oracle in wide.columns else math.nan
+        others = [m for m in wide.columns if m != random]  # the oracle too: its skill is 1 by definition
+        pvals = []
+        for method in others:
+            both = wide[[method, random]].dropna()
+            diffs = d * (both[method] - both[random]).to_numpy()
+            pvals.append(
+                math.nan
+                if len(diffs) == 0
+                else 1.0
+                if not np.any(diffs != 0)
+                else float(stats.wilcoxon(diffs, zero_method="wilcox", alternative="greater").pvalue)
+            )
+        adjusted = holm(np.asarray(pvals, dtype=float))
+        for method, p, q in zip(others, pvals, adjusted, strict=True):
+            scaled = np.isfinite(span) and span != 0
+            rows.append(
+                dict(
+                    model=model,
+                    metric=metric,
+                    method=method,
+                    skill=(means[method] - s_random) / span if scaled else math.nan,
+                    margin=d * (means[method] - s_random),
+                    p_vs_random=p,
+                    p_vs_random_holm=q,
+                    beats_random=bool(np.isfinite(q) and q < alpha),
+                )
+            )
+        rows.append(
+            dict(
+                model=model,
+                metric=metric,
+                method=random,
+                skill=0.0 if np.isfinite(span) and span != 0 else math.nan,
+                margin=0.0,
+                p_vs_random=math.nan,
+                p_vs_random_holm=math.nan,
+                beats_random=False,
+            )
+        )
     return pd.DataFrame(rows)

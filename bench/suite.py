@@ -32,7 +32,7 @@ SCALARS = {  # key: (type, smallest value or None)
     "batch_size": (int, 1),
     "max_batch": (int, 1),
 }
-LISTS = ("models", "methods", "metrics", "plugins")
+LISTS = ("models", "methods", "metrics", "plugins", "controls")
 
 SUITES: Registry[Path] = Registry("suite")
 for _path in sorted(Path(str(files("bench").joinpath("suites"))).glob("*.toml")):
@@ -61,6 +61,12 @@ class Suite:
     configs: Mapping[str, Any] = field(default_factory=dict)
     method_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     plugins: tuple[str, ...] = ()
+    controls: tuple[str, ...] = ()  # control explainers run beside the methods (``controls = true``: all of them)
+
+    @property
+    def all_methods(self) -> tuple[str, ...]:
+        """The methods and then the controls, each once: what the runner evaluates."""
+        return tuple(dict.fromkeys([*self.methods, *self.controls]))
 
     @property
     def modality(self) -> str:
@@ -151,6 +157,7 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
     for key in ("name", "models", "methods", "metrics"):
         if key not in data:
             raise UserError(f"{where} missing key {key!r}")
+    controls = _controls(data.get("controls", True), where)
     values = {k: _scalar(data, k, where) for k in SCALARS if k in data}
     models = MODELS.check(data["models"], f"{where} models")
     methods = METHODS.check(data["methods"], f"{where} methods")
@@ -222,8 +229,25 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
         configs=configs,
         method_params={k: dict(v) for k, v in method_params.items()},
         plugins=plugins,
+        controls=controls,
         **values,
     )
+
+
+def _controls(value: object, where: str) -> tuple[str, ...]:
+    """``controls = true`` (the default): every control explainer; ``false``: none; or a list of them."""
+    from attributions import CONTROLS
+
+    if value is True:
+        return CONTROLS
+    if value is False:
+        return ()
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise UserError(f"{where} controls must be true, false or a list of {', '.join(CONTROLS)}; got {value!r}")
+    unknown = [v for v in value if v not in CONTROLS]
+    if unknown:
+        raise UserError(f"{where} unknown control(s) {', '.join(unknown)}; valid controls: {', '.join(CONTROLS)}")
+    return tuple(dict.fromkeys(value))
 
 
 def available_suites() -> list[str]:

@@ -47,6 +47,15 @@ def cell_masses(maps: Tensor, grid_size: int, *, tiling: str = "column-major") -
     return per_cell.reshape(b, n * n)
 
 
+def cell_indicator(grid_size: int, height: int, width: int, *, tiling: str = "column-major") -> Tensor:
+    """(N^2, H, W) bool: mask k covers grid cell k in the cell order of ``tiling`` (as :func:`cell_masses`)."""
+    n = grid_size
+    row = torch.arange(height) // (height // n)
+    col = torch.arange(width) // (width // n)
+    index = col[None, :] * n + row[:, None] if tiling == "column-major" else row[:, None] * n + col[None, :]
+    return index[None] == torch.arange(n * n)[:, None, None]
+
+
 def smooth_maps(maps: Tensor, kernel: int) -> Tensor:
     """k x k average pooling, stride 1, zero padding (k-1)/2 (output keeps its size); k = 1 is identity."""
     check_positive_int(kernel, "smoothing kernel")
@@ -207,12 +216,22 @@ def evaluate(unit: Unit, cfg: GridPGConfig) -> MetricResult:
     g = unit.take(len(prep.grids)).to(prep.grids.device)
     if len(g) == 0:  # zero grids (or none left for this shard) are recorded as zero grids
         return MetricResult.empty(info, "gridpg")
-    maps = unit.timed_explanation(
-        "gridpg",
-        lambda: gridpg_maps(
-            unit.explain, prep.grids[g], prep.labels[g], preset, is_vit=unit.model.is_vit, chunk_size=unit.explain_batch
-        ),
-    )
+    if unit.method.capabilities.ground_truth:  # the oracle control: the explained cell itself
+        h, w = prep.grids.shape[-2:]
+        truth = cell_indicator(n, h, w, tiling=preset.tiling).to(prep.grids.device).expand(len(g), n * n, h, w)
+        maps = unit.timed_explanation("gridpg", lambda: unit.method.from_truth(truth))
+    else:
+        maps = unit.timed_explanation(
+            "gridpg",
+            lambda: gridpg_maps(
+                unit.explain,
+                prep.grids[g],
+                prep.labels[g],
+                preset,
+                is_vit=unit.model.is_vit,
+                chunk_size=unit.explain_batch,
+            ),
+        )
     scores = grid_pointing_game(maps, n, tiling=preset.tiling, smooth=info["smooth"], zero_mass=preset.zero_mass)
     ids = (g.view(-1, 1) * n * n + torch.arange(n * n, device=g.device)).reshape(-1)
     return MetricResult(scores.values.reshape(-1), scores.undefined.reshape(-1), ids, info, "gridpg")
@@ -242,5 +261,6 @@ SPEC = MetricSpec(
     table="gridpg",
     conventions=GRIDPG_PRESETS,
     plot="bar",
+    ground_truth=True,
     example=example,
 )

@@ -164,12 +164,16 @@ def evaluate(unit: Unit, cfg: SeqPGConfig) -> MetricResult:
         return MetricResult.empty(prep.info, "seqpg")
     job = g.repeat_interleave(s)
     targets = torch.arange(s, device=g.device).repeat(len(g))
-    maps = unit.timed_explanation(
-        "seqpg",
-        lambda: explain_in_chunks(
-            unit.explain, lambda sl: prep.inputs[job[sl]], prep.labels[g].reshape(-1), unit.explain_batch
-        ),
-    )
+    if unit.method.capabilities.ground_truth:  # the oracle control: the explained segment itself
+        truth = prep.segment_ids[job] == targets[:, None]
+        maps = unit.timed_explanation("seqpg", lambda: unit.method.from_truth(truth))
+    else:
+        maps = unit.timed_explanation(
+            "seqpg",
+            lambda: explain_in_chunks(
+                unit.explain, lambda sl: prep.inputs[job[sl]], prep.labels[g].reshape(-1), unit.explain_batch
+            ),
+        )
     scores = sequence_pointing_game(maps, prep.segment_ids[job], targets, n_segments=s, zero_mass=cfg.zero_mass)
     return MetricResult(scores.values, scores.undefined, job * s + targets, prep.info, "seqpg")
 
@@ -185,6 +189,7 @@ SPEC = MetricSpec(
     config=SeqPGConfig,
     table="seqpg",
     plot="bar",
+    ground_truth=True,
 )
 
 __all__ = [

@@ -82,6 +82,8 @@ class MetricSpec:
         example: hook ``example(unit, config) -> Example`` for the report's panel.
         applies: hook ``applies(unit) -> reason | None``: why the metric does not apply to a
             unit's method (no row is written for that unit), or None when it does.
+        ground_truth: the metric knows where the explained evidence is (a grid cell, a segment), so it
+            can score the ``oracle`` control (its hook asks ``method.from_truth``); other metrics skip it.
     """
 
     name: str
@@ -99,6 +101,7 @@ class MetricSpec:
     example: Callable[[Unit, Any], Example] | None = None
     unavailable: str = ""
     applies: Callable[[Unit], str | None] | None = None
+    ground_truth: bool = False
 
     def availability(self, modality: str) -> str | None:
         """Why the metric cannot run in a suite of ``modality`` (None: it can). ``list`` and ``run`` both use it."""

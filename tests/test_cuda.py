@@ -35,7 +35,7 @@ def full_fp32():
 
 
 @pytest.mark.parametrize("model_name", ["cnn_mnist", "bcos_cnn_mnist", "vit_mnist", "aloe_vit_mnist"])
-@pytest.mark.parametrize("method_name", list(METHODS))
+@pytest.mark.parametrize("method_name", [m for m in METHODS if not METHODS.get(m).capabilities.ground_truth])
 def test_maps_on_cuda_match_the_cpu(model_name, method_name):
     test = mnist_splits()[1]
     images, labels = test.images[:4], test.labels[:4]

@@ -7,7 +7,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from bench.statistics import holm, metric_agreement, paired_tests, rank_stability, split_half, wilcoxon_p
+from bench.statistics import (
+    holm,
+    metric_agreement,
+    paired_tests,
+    rank_stability,
+    skill_scores,
+    split_half,
+    wilcoxon_p,
+)
 
 
 def _frames(scores: dict[str, np.ndarray], metric: str = "m", higher: bool = True, model: str = "net"):
@@ -124,3 +132,27 @@ def test_split_half_is_high_for_separated_methods_and_about_zero_for_exchangeabl
         exchangeable.append(split_half(_frames(same)[1], n_splits=50)["split_half"].item())
     assert abs(np.mean(exchangeable)) < 0.25
     assert np.isnan(split_half(_frames({"a": spread["m0"], "b": spread["m1"]})[1])["split_half"].item())
+
+
+def test_skill_is_one_for_the_oracle_zero_for_random_and_flags_methods_that_do_not_beat_random():
+    rng = np.random.default_rng(4)
+    random = rng.uniform(0, 0.2, 100)  # GridPG-like shares: random about 1/9, the oracle 1
+    scores = {
+        "random": random,
+        "oracle": np.ones(100),
+        "good": np.clip(random + 0.5 + rng.normal(0, 0.05, 100), 0, 1),
+        "noise": random + np.concatenate([jitter := rng.normal(0, 0.05, 50), -jitter]),  # random, jittered both ways
+    }
+    skill = skill_scores(*_frames(scores)).set_index("method")
+    assert skill.loc["oracle", "skill"] == pytest.approx(1.0) and skill.loc["random", "skill"] == 0.0
+    assert skill.loc["good", "skill"] == pytest.approx((scores["good"].mean() - random.mean()) / (1 - random.mean()))
+    assert skill.loc["good", "beats_random"] and skill.loc["oracle", "beats_random"]
+    assert not skill.loc["noise", "beats_random"] and not skill.loc["random", "beats_random"]
+
+
+def test_without_an_oracle_the_skill_is_the_margin_over_random_in_the_metrics_direction():
+    base = np.linspace(0.2, 0.8, 30)
+    scores = {"random": base, "better": base - 0.1}  # lower is better (deletion AUC)
+    skill = skill_scores(*_frames(scores, higher=False)).set_index("method")
+    assert np.isnan(skill.loc["better", "skill"]) and skill.loc["better", "margin"] == pytest.approx(0.1)
+    assert skill.loc["better", "beats_random"]
