@@ -147,7 +147,7 @@ def test_smoke_suite_covers_every_method_and_every_image_metric():
     from metrics.registry import METRICS
 
     smoke, text = load_suite("smoke"), load_suite("smoke-text")
-    assert set(smoke.methods) | set(text.methods) == set(METHODS)
+    assert set(smoke.all_methods) | set(text.all_methods) == set(METHODS)  # controls included (controls = true)
     image_metrics = {name for name, spec in METRICS.items() if spec.availability("image") is None}
     assert image_metrics - {"entropy_positive"} == set(smoke.metrics)  # entropy_positive: gated by smoke-text
     text_metrics = {name for name, spec in METRICS.items() if spec.availability("text") is None}
