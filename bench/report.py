@@ -156,7 +156,7 @@ def write_plots(run_dir: Path, results: pd.DataFrame, out: Path, stats: Leaderbo
                 col_wrap=min(3, part["model"].nunique()),
                 height=3.2,
             )
-            grid.set_axis_labels(spec.curve_label, "p(explained class)")
+            grid.set_axis_labels(spec.curve_label, spec.curve_value_label)
             grid.figure.suptitle(spec.name.replace("_", " "), y=1.02)
             path = out / f"{spec.name}_curves.png"
             grid.savefig(path, dpi=110, bbox_inches="tight")

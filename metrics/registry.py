@@ -8,7 +8,7 @@ the package, e.g. in a suite's ``plugins`` module).
 from __future__ import annotations
 
 from faithbench.registry import Registry
-from metrics import completeness, complexity, deletion, erasure, gridpg, seqpg
+from metrics import completeness, complexity, deletion, erasure, gridpg, randomisation, seqpg
 from metrics.spec import MetricSpec
 
 METRICS: Registry[MetricSpec] = Registry("metric")
@@ -30,5 +30,7 @@ for _spec in (
     complexity.ENTROPY_POSITIVE,
     complexity.GINI,
     completeness.SPEC,
+    randomisation.RANDOMISATION,
+    randomisation.RANDOMISATION_SSIM,
 ):
     register_metric(_spec)

@@ -78,7 +78,7 @@ class MetricSpec:
         scale: multiplies raw scores for reporting (100 where the papers report percent).
         conventions: the metric's named protocol conventions (presets), listed by ``bench list``.
         plot: ``bar`` (per-sample scores by method and model) or ``curve`` (mean curve per method).
-        curve_label: x-axis label of the curve plot.
+        curve_label: x-axis label of the curve plot; ``curve_value_label``: its y-axis label.
         example: hook ``example(unit, config) -> Example`` for the report's panel.
         applies: hook ``applies(unit) -> reason | None``: why the metric does not apply to a
             unit's method (no row is written for that unit), or None when it does.
@@ -98,6 +98,7 @@ class MetricSpec:
     conventions: Registry | None = None
     plot: str | None = None
     curve_label: str = ""
+    curve_value_label: str = "p(explained class)"
     example: Callable[[Unit, Any], Example] | None = None
     unavailable: str = ""
     applies: Callable[[Unit], str | None] | None = None
@@ -170,14 +171,14 @@ class Unit:
             self.cache[key] = compute()
         return self.cache[key]
 
-    def timed_explanation(self, key: str, compute: Callable[[], Tensor]) -> Tensor:
-        """``compute()`` once per unit, its wall time recorded as ``explain_time[key]``."""
+    def timed_explanation(self, key: str, compute: Callable[[], Any]) -> Any:
+        """``compute()`` (maps, or a tuple of them) once per unit, its wall time recorded as ``explain_time[key]``."""
 
-        def run() -> Tensor:
+        def run() -> Any:
             start = time.perf_counter()
             maps = compute()
-            if maps.is_cuda:
-                torch.cuda.synchronize(maps.device)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
             self.explain_time[key] = time.perf_counter() - start
             return maps
 
