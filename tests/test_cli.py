@@ -165,6 +165,7 @@ def test_a_random_torchvision_vit_b_16_runs_the_transformer_methods_through_benc
 
     out = tmp_path / "run"
     args = ["run", "--suite", "vit-b16-random", "--n-samples", "2", "--methods", "attnlrp,chefer_cam,attention_rollout"]
+    args += ["--no-controls"]
     args += ["--metrics", "entropy,completeness_gap", "--out", str(out), "--no-progress", "--no-report"]
     assert main(args) == 0
     rows = pd.read_csv(out / "results.csv")

@@ -54,6 +54,7 @@ name = "extended"
 plugins = ["toy_plugin"]
 models = ["cnn_mnist"]
 methods = ["centre_prior", "gradient"]
+controls = false
 metrics = ["top_share", "gini"]
 n_samples = 4
 batch_size = 4

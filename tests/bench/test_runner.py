@@ -23,6 +23,7 @@ description = "test suite"
 dataset = "mnist"
 models = ["cnn_mnist", "bcos_cnn_mnist"]
 methods = ["native", "gradient"]
+controls = false
 metrics = ["gridpg", "pixel_deletion", "pixel_insertion", "comprehensiveness", "sufficiency", "entropy", "gini"]
 seed = 0
 n_samples = 6
@@ -518,3 +519,41 @@ def test_zero_gridpg_grids_are_recorded_as_zero_grids(tiny_suite, tmp_path, monk
     assert results.loc["gridpg", "n"] == 0 and np.isnan(results.loc["gridpg", "mean"])
     assert json.loads(results.loc["gridpg", "params"])["n_grids"] == 0
     assert results.loc["gini", "n"] == 6
+
+
+CONTROLLED = """
+name = "controlled"
+dataset = "mnist"
+models = ["cnn_mnist"]
+methods = ["gradient", "input_x_gradient"]
+metrics = ["gridpg", "pixel_deletion", "entropy", "randomisation"]
+n_samples = 6
+batch_size = 8
+
+[gridpg]
+preset = "bcos-v2"
+n_grids = 2
+
+[randomisation]
+n_samples = 3
+n_depths = 2
+"""
+
+
+def test_controls_run_by_default_and_the_report_scores_skill_agreement_and_randomisation(tmp_path):
+    suite = tmp_path / "controlled.toml"
+    suite.write_text(CONTROLLED)
+    out = tmp_path / "run"
+    assert main(["run", "--suite", str(suite), "--out", str(out), "--no-progress"]) == 0
+    results = pd.read_csv(out / "results.csv")
+    assert {"random", "uniform", "centre", "edges", "oracle"} <= set(results["method"])
+    assert set(results.loc[results["method"] == "oracle", "metric"]) == {"gridpg"}  # the only ground truth here
+    skill = pd.read_csv(out / "report" / "skill.csv").set_index(["metric", "method"])
+    assert skill.loc[("gridpg", "oracle"), "skill"] == pytest.approx(1.0)
+    assert skill.loc[("gridpg", "random"), "skill"] == 0.0
+    randomised = results[results["metric"] == "randomisation"].set_index("method")["mean"]
+    assert randomised["edges"] == pytest.approx(1.0) and randomised["gradient"] < 0.9
+    md = (out / "report" / "leaderboard.md").read_text()
+    assert "### Skill over the controls" in md and "### Metric agreement" in md and "### Metric reliability" in md
+    for name in ("metric_agreement.png", "rank_intervals.png", "randomisation_curves.png"):
+        assert (out / "report" / name).stat().st_size > 100, name
