@@ -4,6 +4,7 @@ Layout of a run folder::
 
     run.json          suite, provenance
     units/*.json      one finished (model, method) unit each: per-sample scores, curves, timings
+    maps/*.pt         every attribution map each unit computed, under its resume key (``bench rescore``)
     examples/*.pt     example attribution maps for the report's panel
     results.csv       one row per (model, method, metric): mean, std, n, 95% CI, undefined count, times,
                       provenance and parameters on every row
@@ -32,7 +33,7 @@ import pandas as pd
 import torch
 from scipy import stats
 
-from faithbench.io import atomic_write_text
+from faithbench.io import atomic_torch_save, atomic_write_text
 
 ROOT = Path(__file__).resolve().parent.parent  # the folder holding faithbench's packages
 
@@ -160,6 +161,27 @@ class RunStore:
 
     def save_unit(self, unit: dict) -> None:
         atomic_write_text(self.unit_path(unit["model"], unit["method"]), json.dumps(unit))
+
+    def maps_path(self, model: str, method: str, rank: int = 0) -> Path:
+        return self.out / "maps" / f"{model}__{method}{f'.rank{rank}' if rank else ''}.pt"
+
+    def save_maps(self, model: str, method: str, key: str, state: dict, rank: int = 0) -> None:
+        """A unit's attribution maps (a :class:`metrics.mapstore.MapStore` state) under the unit's key."""
+        atomic_torch_save(self.maps_path(model, method, rank), {"key": key, **state})
+
+    def load_maps(self, model: str, method: str, key: str) -> list[dict]:
+        """The stored map states of a unit (one per rank that computed it); [] if none match ``key``."""
+        states = []
+        for path in sorted((self.out / "maps").glob(f"{model}__{method}*.pt")):
+            if path.stem.split(".rank")[0] != f"{model}__{method}":
+                continue
+            try:
+                state = torch.load(path, map_location="cpu", weights_only=True)
+            except Exception:  # an unreadable file is as good as none: the unit cannot be re-scored
+                continue
+            if state.get("key") == key:
+                states.append(state)
+        return states
 
     def write_tables(self, units: Iterable[dict], suite: str) -> pd.DataFrame:
         """Rebuild results.csv, samples.csv and curves.csv from finished units; returns the results.

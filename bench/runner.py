@@ -33,6 +33,7 @@ from bench.results import RunStore, code_identity, provenance
 from bench.suite import Suite
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
+from metrics.mapstore import MapStore
 from metrics.spec import Unit
 from models import load_model
 from models.adapter import ModelAdapter
@@ -178,8 +179,11 @@ def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) ->
                     shard.world,
                     model_cache,
                     max_batch=suite.max_batch,
+                    maps=MapStore() if suite.store_maps else None,
                 )
                 parts = shard.gather(evaluate_unit(unit, suite))
+                if unit.maps is not None:  # every rank its shard's maps, before the unit is marked done
+                    writer.store.save_maps(model_name, method_name, key, unit.maps.state(), shard.rank)
                 if shard.rank == 0:
                     writer.add(
                         {

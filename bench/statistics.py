@@ -23,6 +23,7 @@ paired, on the samples both scored (a sample a method leaves undefined drops out
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -177,7 +178,9 @@ def metric_agreement(results: pd.DataFrame, min_methods: int = 3) -> pd.DataFram
                 both = wide[[a, b]].dropna()
                 if len(both) < min_methods:
                     continue
-                tau = stats.kendalltau(both[a], both[b]).statistic
+                with warnings.catch_warnings():  # a metric that ties every method: tau is NaN
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    tau = stats.kendalltau(both[a], both[b]).statistic
                 rows.append(dict(model=model, metric_a=a, metric_b=b, tau=float(tau), n_methods=len(both)))
     return pd.DataFrame(rows, columns=["model", "metric_a", "metric_b", "tau", "n_methods"])
 
@@ -196,7 +199,9 @@ def split_half(samples: pd.DataFrame, n_splits: int = 100, seed: int = 0) -> pd.
         for _ in range(n_splits):
             perm = rng.permutation(n)
             a, b = values[perm[: n // 2]].mean(0), values[perm[n // 2 :]].mean(0)
-            rs.append(stats.spearmanr(a, b).statistic)
+            with warnings.catch_warnings():  # methods tied on a half: no correlation (NaN), no warning
+                warnings.simplefilter("ignore", stats.ConstantInputWarning)
+                rs.append(stats.spearmanr(a, b).statistic)
         r = float(np.nanmean(rs)) if np.isfinite(rs).any() else math.nan
         value = 2 * r / (1 + r) if r > -1 else -1.0  # Spearman-Brown, on the mean correlation over splits
         rows.append(dict(model=model, metric=metric, split_half=value, n_common=n))

@@ -31,6 +31,7 @@ SCALARS = {  # key: (type, smallest value or None)
     "n_samples": (int, 1),
     "batch_size": (int, 1),
     "max_batch": (int, 1),
+    "store_maps": (bool, None),
 }
 LISTS = ("models", "methods", "metrics", "plugins", "controls")
 
@@ -58,6 +59,7 @@ class Suite:
     n_samples: int = 64
     batch_size: int = 64
     max_batch: int = 256  # inputs per model call, for every method and metric (not in the resume key: memory only)
+    store_maps: bool = True  # keep every unit's maps for ``bench rescore`` (not in the resume key)
     configs: Mapping[str, Any] = field(default_factory=dict)
     method_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     plugins: tuple[str, ...] = ()
@@ -130,7 +132,7 @@ def _import_plugins(plugins: object, where: str, folder: Path | None) -> tuple[s
 def _scalar(data: Mapping[str, Any], key: str, where: str) -> Any:
     kind, least = SCALARS[key]
     value = data[key]
-    if not isinstance(value, kind) or isinstance(value, bool):
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise UserError(f"{where} {key} must be a {kind.__name__}, got {value!r}")
     if least is not None and value < least:
         raise UserError(f"{where} {key} must be >= {least}, got {value!r}")

@@ -151,12 +151,16 @@ def gridpg_maps(
 
 @dataclass(frozen=True)
 class GridPGConfig:
-    """``[gridpg]``: the protocol preset, how many grids to select per model, and an optional
-    override of the preset's ViT geometry (``vit_windows = "none"``: whole grids in one pass)."""
+    """``[gridpg]``: the protocol preset, how many grids to select per model, and optional overrides of the
+    preset: its ViT geometry (``vit_windows = "none"``: whole grids in one pass), its smoothing kernel
+    (``smooth``: 0 = the preset's, 1 = none, k = a k x k mean filter) and its zero-mass rule. The last two
+    only change the scoring, so ``bench rescore`` can apply them to a finished run's maps."""
 
     preset: str = "bcos-v2"
     n_grids: int = 24
     vit_windows: str = "preset"  # preset | none | sum-padded | mean-unpadded
+    smooth: int = 0
+    zero_mass: str = "preset"
 
     cli: ClassVar[dict[str, str]] = {
         "preset": "GridPG protocol preset (bcos-v2, bcosification, aloe)",
@@ -167,11 +171,25 @@ class GridPGConfig:
         get_preset(self.preset)
         check_positive_int(self.n_grids, "n_grids")
         check_choice(self.vit_windows, "vit_windows", ("preset", *VIT_WINDOWS))
+        check_choice(self.zero_mass, "zero_mass", ("preset", *ZERO_MASS_RULES))
+        if (
+            isinstance(self.smooth, bool)
+            or not isinstance(self.smooth, int)
+            or self.smooth < 0
+            or (self.smooth and self.smooth % 2 == 0)
+        ):
+            raise ValueError(f"smooth must be 0 (the preset's), 1 (none) or an odd kernel size, got {self.smooth!r}")
 
     def effective_preset(self) -> GridPGPreset:
         """The preset with this config's overrides applied."""
         preset = get_preset(self.preset)
-        return preset if self.vit_windows == "preset" else replace(preset, vit_windows=self.vit_windows)
+        if self.vit_windows != "preset":
+            preset = replace(preset, vit_windows=self.vit_windows)
+        if self.smooth:
+            preset = replace(preset, smooth=self.smooth)
+        if self.zero_mass != "preset":
+            preset = replace(preset, zero_mass=self.zero_mass)
+        return preset
 
 
 @dataclass(frozen=True)
@@ -198,6 +216,7 @@ def prepare_grids(unit: Unit, cfg: GridPGConfig) -> PreparedGrids:
         "grid_size": n,
         "vit_windows": preset.vit_windows if model.is_vit else "none",
         "smooth": preset.smoothing_kernel(unit.images.shape[-1]),
+        "zero_mass": preset.zero_mass,
         "n_grids": int(sel.indices.shape[0]),
         "n_candidates": sel.n_candidates,
         "n_dropped": sel.n_dropped,

@@ -134,13 +134,8 @@ def cascade_maps(unit: Unit, cfg: RandomisationConfig) -> tuple[Tensor, Tensor, 
     x, targets, ids = x[:k], targets[:k], ids[:k]
     b = unit.explain_batch
 
-    def explain(model: object) -> Tensor:
-        return torch.cat(
-            [
-                unit.method.attribute(model, x[s : s + b], targets[s : s + b], max_batch=unit.max_batch)
-                for s in range(0, k, b)
-            ]
-        )
+    def explain(model: object, tag: str) -> Tensor:
+        return torch.cat([unit.explain(x[s : s + b], targets[s : s + b], model=model, tag=tag) for s in range(0, k, b)])
 
     original = unit.sample_maps()[:k]
     layers = parameter_layers(unit.model.module)
@@ -154,7 +149,7 @@ def cascade_maps(unit: Unit, cfg: RandomisationConfig) -> tuple[Tensor, Tensor, 
         for name, _ in reversed(layers[len(layers) - depth : len(layers) - done]):
             randomise_layer(copied[name], cfg.init, gen)
         done = depth
-        maps.append(explain(randomised))
+        maps.append(explain(randomised, f"randomised:{cfg.init}:{cfg.seed}:{depth}/{len(layers)}"))
     shares = torch.tensor([d / len(layers) for d in depths])
     params = {"n_layers": len(layers), "depths": depths, "init": cfg.init, "seed": cfg.seed, "n_samples": k}
     return original, torch.stack(maps), shares, ids, params

@@ -22,6 +22,7 @@ from torch import Tensor
 if TYPE_CHECKING:  # type hints only: the metrics layer does not import the adapters at run time
     from attributions.base import AttributionMethod
     from faithbench.registry import Registry
+    from metrics.mapstore import MapStore
     from models.adapter import ModelAdapter
 
 
@@ -127,6 +128,8 @@ class Unit:
         model_cache: shared by every unit of the same model (e.g. its GridPG grids).
         cache: shared by the metrics of this unit (e.g. the sample explanations).
         explain_time: seconds spent explaining, by explanation key (each key its own increment).
+        maps: a :class:`~metrics.mapstore.MapStore` that records every explanation (``replay=False``) or
+            serves them instead of the method (``replay=True``: re-scoring a finished run).
     """
 
     model: ModelAdapter
@@ -142,6 +145,8 @@ class Unit:
     cache: dict[Hashable, Any] = field(default_factory=dict)
     explain_time: dict[str, float] = field(default_factory=dict)
     max_batch: int = 256
+    maps: MapStore | None = None
+    replay: bool = False
 
     @property
     def explain_batch(self) -> int:
@@ -157,9 +162,17 @@ class Unit:
         """This shard's item indices among ``n`` items."""
         return torch.arange(self.rank, n, self.world)
 
-    def explain(self, inputs: Tensor, targets: Tensor) -> Tensor:
-        """Channel-summed maps (B, H, W) of the unit's method on the unit's model."""
-        return self.method.attribute(self.model, inputs, targets, max_batch=self.max_batch)
+    def explain(
+        self, inputs: Tensor, targets: Tensor, *, model: ModelAdapter | None = None, tag: str = "model"
+    ) -> Tensor:
+        """Channel-summed maps (B, H, W) (text: (B, T)) of the unit's method on the unit's model (or on ``model``,
+        recorded under ``tag``: a sanity check's randomised copy)."""
+        if self.replay and self.maps is not None:
+            return self.maps.lookup(tag, inputs, targets)
+        maps = self.method.attribute(model or self.model, inputs, targets, max_batch=self.max_batch)
+        if self.maps is not None:
+            self.maps.add(tag, inputs, targets, maps)
+        return maps
 
     def per_model(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         if key not in self.model_cache:

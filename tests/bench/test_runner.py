@@ -557,3 +557,47 @@ def test_controls_run_by_default_and_the_report_scores_skill_agreement_and_rando
     assert "### Skill over the controls" in md and "### Metric agreement" in md and "### Metric reliability" in md
     for name in ("metric_agreement.png", "rank_intervals.png", "randomisation_curves.png"):
         assert (out / "report" / name).stat().st_size > 100, name
+
+
+def test_rescore_replays_the_stored_maps_exactly_and_reports_flips(tmp_path, capsys):
+    suite = tmp_path / "controlled.toml"
+    suite.write_text(CONTROLLED)
+    out = tmp_path / "run"
+    assert main(["run", "--suite", str(suite), "--out", str(out), "--no-progress", "--no-report"]) == 0
+    assert sorted(p.name for p in (out / "maps").glob("*.pt"))[:2] == ["cnn_mnist__centre.pt", "cnn_mnist__edges.pt"]
+    base = pd.read_csv(out / "results.csv").set_index(["method", "metric"])
+
+    from bench import rescore as rescore_module
+
+    calls = []
+    original = rescore_module.get_method
+
+    def counting(name, **params):  # the replay must never run a method
+        method = original(name, **params)
+        method._attribute = lambda *a, **k: calls.append(name)
+        return method
+
+    rescore_module.get_method = counting
+    try:
+        same, flips, notes = rescore_module.rescore(out, {}, tmp_path / "same")
+    finally:
+        rescore_module.get_method = original
+    assert not calls and not notes
+    same = same.set_index(["method", "metric"])
+    pd.testing.assert_series_equal(same["mean"], base.loc[same.index, "mean"])  # exactly the run's scores
+    assert (flips["n_flipped_pairs"] == 0).all()
+
+    assert main(["rescore", str(out), "--set", "gridpg.smooth=1", "--set", "deletion.baseline=blur",
+                 "--set", "gridpg.n_grids=3", "--no-progress"]) == 0  # fmt: skip
+    text = capsys.readouterr().out
+    assert "rankings that changed" in text and "left out: cnn_mnist / gradient / gridpg" in text  # a third grid
+    folder = out / "rescored" / "deletion.baseline=blur,gridpg.n_grids=3,gridpg.smooth=1"
+    again = pd.read_csv(folder / "results.csv").set_index(["method", "metric"])
+    assert set(again.xs("gridpg", level="metric").index) == {"oracle"}  # it needs no stored maps
+    moved = again.loc[("gradient", "pixel_deletion"), "mean"] != base.loc[("gradient", "pixel_deletion"), "mean"]
+    assert moved and again.loc[("gradient", "entropy"), "mean"] == base.loc[("gradient", "entropy"), "mean"]
+    smooth = rescore_module.rescore(out, {"gridpg": {"smooth": 1}}, tmp_path / "smooth")[0].set_index(
+        ["method", "metric"]
+    )
+    assert smooth.loc[("gradient", "gridpg"), "mean"] != base.loc[("gradient", "gridpg"), "mean"]
+    assert smooth.loc[("oracle", "gridpg"), "mean"] == 100.0  # unsmoothed, the ground truth scores exactly 1

@@ -1,0 +1,130 @@
+"""``rescore``: a finished run's stored maps scored again under other metric settings, and the rankings that flip.
+
+``python -m bench rescore RUN --set deletion.baseline=blur --set gridpg.smooth=1`` rebuilds the run's
+suite with those table settings, replays every unit's explanations from ``RUN/maps`` (no method runs;
+the metrics still call the model, e.g. to score deleted images), writes ``results.csv`` etc. into
+``RUN/rescored/<settings>`` and reports, per (model, metric), the method pairs whose order changed. A
+metric whose new settings change which inputs are explained (another grid preset, more samples) needs a
+new run: it is left out with the reason. With no ``--set`` the run's own scores come back exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import tomllib
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from attributions import get_method
+from bench.data import load_data
+from bench.evaluate import evaluate_unit
+from bench.report import read_results
+from bench.results import RunStore, provenance
+from bench.runner import resolve_device, sample_ids
+from bench.suite import build_suite, with_overrides
+from faithbench.errors import UserError
+from metrics.mapstore import MapStore, MissingMapsError
+from metrics.spec import Unit
+from models import load_model
+
+
+def parse_settings(pairs: list[str]) -> dict[str, dict[str, Any]]:
+    """``table.key=value`` strings -> {table: {key: value}}; values are read as TOML (``1``, ``"blur"``, ``blur``)."""
+    tables: dict[str, dict[str, Any]] = {}
+    for pair in pairs:
+        match = re.fullmatch(r"([A-Za-z_]+)\.([A-Za-z_]+)=(.*)", pair.strip())
+        if not match:
+            raise UserError(f"--set {pair!r}: expected TABLE.KEY=VALUE, e.g. deletion.baseline=blur")
+        table, key, raw = match.groups()
+        try:
+            value = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw  # a bare word: a string
+        tables.setdefault(table, {})[key] = value
+    return tables
+
+
+def _folder_name(settings: dict[str, dict[str, Any]]) -> str:
+    parts = [f"{t}.{k}={v}" for t, kv in sorted(settings.items()) for k, v in sorted(kv.items())]
+    return re.sub(r"[^A-Za-z0-9_.=,-]", "_", ",".join(parts)) or "same-settings"
+
+
+def ranking_flips(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, metric): the best method before and after and the method pairs whose order reversed."""
+    rows = []
+    merged = before.merge(after, on=["model", "metric", "method"], suffixes=("_before", "_after"))
+    for (model, metric), part in merged.groupby(["model", "metric"], sort=False):
+        sign = 1.0 if bool(part["higher_is_better_before"].iloc[0]) else -1.0
+        a = dict(zip(part["method"], sign * part["mean_before"], strict=True))
+        b = dict(zip(part["method"], sign * part["mean_after"], strict=True))
+        flips = [f"{x}/{y}" for x, y in combinations(sorted(a), 2) if (a[x] - a[y]) * (b[x] - b[y]) < 0]
+        rows.append(
+            {
+                "model": model,
+                "metric": metric,
+                "best_before": max(a, key=lambda m: a[m] if a[m] == a[m] else -float("inf")),
+                "best_after": max(b, key=lambda m: b[m] if b[m] == b[m] else -float("inf")),
+                "n_methods": len(a),
+                "n_flipped_pairs": len(flips),
+                "flipped_pairs": " ".join(flips),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def rescore(
+    run_dir: Path, settings: dict[str, dict[str, Any]], out: Path | None = None, device: str = "auto"
+) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """Re-score ``run_dir`` under ``settings``; returns (results, ranking flips, metrics left out and why)."""
+    run_dir = Path(run_dir)
+    try:
+        record = json.loads((run_dir / "run.json").read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"{run_dir} is not a finished run folder (run.json: {exc})") from None
+    base = build_suite(record["suite"], str(run_dir / "run.json"))
+    suite = with_overrides(base, tables=settings)
+    dev = resolve_device(device)
+    out = out or run_dir / "rescored" / _folder_name(settings)
+    store = RunStore(run_dir)
+    units = [json.loads(p.read_text()) for p in sorted(store.units.glob("*.json"))]
+    if not units:
+        raise UserError(f"{run_dir} has no finished units to re-score")
+    data = load_data(suite)
+    ids = sample_ids(suite, len(data.labels))
+    prov = {**provenance(dev, suite.seed), "rescored_from": str(run_dir), "rescore_settings": json.dumps(settings)}
+    per_metric = {m: with_overrides(suite, metrics=[m]) for m in suite.metrics}  # so that one can fail alone
+    done, notes, models = [], [], {}
+    for unit in tqdm(units, desc="rescore", unit="unit", file=sys.stderr):
+        states = store.load_maps(unit["model"], unit["method"], unit["key"])
+        if not states:
+            notes.append(f"{unit['model']} / {unit['method']}: no stored maps (run with store_maps = true)")
+            continue
+        maps = MapStore()
+        for state in states:
+            maps.merge(MapStore.from_state(state))
+        if unit["model"] not in models:
+            models = {unit["model"]: load_model(unit["model"], device=dev)}  # one model in memory at a time
+        method = get_method(unit["method"], **unit["method_params"])
+        job = Unit(models[unit["model"]], method, data.images, data.labels, ids, suite.batch_size, dev,
+                   max_batch=suite.max_batch, maps=maps, replay=True)  # fmt: skip
+        metrics: dict[str, dict] = {}
+        for metric in suite.metrics:
+            try:
+                metrics.update(evaluate_unit(job, per_metric[metric]))
+            except MissingMapsError as exc:
+                notes.append(f"{unit['model']} / {unit['method']} / {metric}: {exc}; these settings need a new run")
+        done.append({**unit, "metrics": metrics, "provenance": prov})
+    results = RunStore(out).write_tables(done, suite.name)
+    results.attrs["results_csv"] = str(out / "results.csv")
+    atomic = {"suite": suite.to_dict(), "provenance": prov, "left_out": notes}
+    (out / "run.json").write_text(json.dumps(atomic, indent=2))
+    flips = ranking_flips(read_results(run_dir / "results.csv"), results) if not results.empty else pd.DataFrame()
+    if not flips.empty:
+        flips.to_csv(out / "ranking_flips.csv", index=False)
+    return results, flips, notes
