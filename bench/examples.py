@@ -47,7 +47,7 @@ def compute_examples(run_dir: Path, results: pd.DataFrame) -> dict[tuple[str, st
     examples: dict[tuple[str, str], dict] = {}
     models: dict[str, object] = {}
     for model_name, method_name in sorted(pairs):
-        if method_name in CONTROLS:
+        if method_name in CONTROLS or "@" in method_name:
             continue  # the controls ignore the model: the panel shows what the methods see
         path = run_dir / "examples" / f"{model_name}__{method_name}.pt"
         key = keys.get((model_name, method_name), "")

@@ -73,7 +73,11 @@ def relative_difference(a: Tensor, b: Tensor) -> float:
 
 def identical_pairs(model: ModelAdapter, units: list[dict]) -> list[dict[str, Any]]:
     """The flagged method pairs among ``units`` (finished units of ``model``, in suite order)."""
-    prints = {u["method"]: (u["fingerprint"], u["method_params"]) for u in units if u.get("fingerprint")}
+    prints = {  # reruns of a seeded method with another seed (lime@seed1) are not methods of their own
+        u["method"]: (u["fingerprint"], u["method_params"])
+        for u in units
+        if u.get("fingerprint") and "@" not in u["method"]
+    }
     pairs = []
     for a, b in combinations(prints, 2):
         (fa, pa), (fb, pb) = prints[a], prints[b]

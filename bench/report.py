@@ -138,8 +138,7 @@ def write_plots(run_dir: Path, results: pd.DataFrame, out: Path, stats: Leaderbo
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     specs = [METRICS.get(m) for m in METRICS if m in set(results["metric"])]
-    curves = _read_optional(run_dir / "curves.csv")
-    samples = _read_optional(run_dir / "samples.csv")
+    curves, samples = (_methods_only(_read_optional(run_dir / f"{n}.csv")) for n in ("curves", "samples"))
     for spec in specs:
         if spec.plot == "curve" and curves is not None:
             part = curves[curves["metric"] == spec.name]
@@ -186,6 +185,11 @@ def write_plots(run_dir: Path, results: pd.DataFrame, out: Path, stats: Leaderbo
 
         written += [p for p in (agreement_heatmap(stats, out, plt, sns), rank_interval_plot(stats, out, plt, sns)) if p]
     return written
+
+
+def _methods_only(frame: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Without the reruns of seeded methods (``lime@seed1``): they feed the rerun agreement, not the plots."""
+    return None if frame is None else frame[~frame["method"].astype(str).str.contains("@", regex=False)]
 
 
 def _read_optional(path: Path) -> pd.DataFrame | None:
@@ -240,6 +244,17 @@ def statistics_section(stats: LeaderboardStats, markdown: bool) -> str:
             "ranking replicates, 0: it is noise; n/a with fewer than 3 methods or 4 common samples)."
         )
         blocks.append((to_markdown(table) if markdown else to_text(table)).rstrip("\n"))
+    if not stats.reruns.empty:
+        head = "### Rerun agreement\n\n" if markdown else "rerun agreement\n"
+        wide = stats.reruns.assign(rho=stats.reruns["rerun_rho"].map(lambda v: "n/a" if v != v else f"{v:.2f}"))
+        wide = wide.pivot_table(index=["model", "method", "seed"], columns="metric", values="rho", aggfunc="first")
+        order = list(dict.fromkeys(stats.reruns["metric"]))
+        blocks.append(
+            f"{head}Seeded methods run again with another seed (suite key `rerun_seeds`): Spearman correlation of "
+            "the per-sample scores of the two runs (1: the metric ranks the samples the same whatever the seed)."
+        )
+        table = wide.reindex(columns=order).fillna("–").reset_index()
+        blocks.append((to_markdown(table) if markdown else to_text(table)).rstrip("\n"))
     if not stats.agreement.empty:
         mean = stats.agreement.groupby(["metric_a", "metric_b"], sort=False)["tau"].mean().reset_index()
         mean["tau"] = mean["tau"].map(lambda v: f"{v:+.2f}")
@@ -266,6 +281,7 @@ def report(
     run_dir = Path(results_csv).parent
     out = out or run_dir / "report"
     stats = leaderboard_stats(run_dir, results, alpha=alpha, n_boot=n_boot)
+    results = results[~results["method"].astype(str).str.contains("@", regex=False)]  # reruns: see the statistics
     tables = write_tables(results, out, stats)
     text = to_text(leaderboard(results, stats)) + "".join(f"\n\n{n}" for n in stats.footnote())
     for kind in ("markdown", "text"):

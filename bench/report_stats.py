@@ -10,7 +10,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.statistics import metric_agreement, paired_tests, rank_stability, skill_scores, split_half
+from bench.statistics import (
+    metric_agreement,
+    paired_tests,
+    rank_stability,
+    rerun_agreement,
+    skill_scores,
+    split_half,
+)
 
 BEST, TIED = "★", "≈"
 
@@ -23,6 +30,7 @@ class LeaderboardStats:
     agreement: pd.DataFrame  # model, metric_a, metric_b, tau, n_methods
     reliability: pd.DataFrame  # model, metric, split_half, n_common
     skill: pd.DataFrame  # model, metric, method, skill, margin, p_vs_random(_holm), beats_random
+    reruns: pd.DataFrame  # model, metric, method, seed, rerun_rho, n
     alpha: float
     n_boot: int
     marks: dict[tuple[str, str, str], str] = field(default_factory=dict)
@@ -65,16 +73,20 @@ def leaderboard_stats(
 ) -> LeaderboardStats:
     """Paired tests, rank stability, metric agreement and split-half reliability of a run."""
     samples = _read_samples(run_dir)
+    reruns = rerun_agreement(samples) if samples is not None else pd.DataFrame()
+    if samples is not None:  # a rerun with another seed is not a method of the leaderboard
+        samples = samples[~samples["method"].str.contains("@", regex=False)]
+    results = results[~results["method"].str.contains("@", regex=False)]
     agreement = metric_agreement(results)
     if samples is None:
         empty = pd.DataFrame()
-        return LeaderboardStats(empty, agreement, empty, empty, alpha, n_boot)
+        return LeaderboardStats(empty, agreement, empty, empty, empty, alpha, n_boot)
     tests = paired_tests(results, samples, alpha=alpha)
     ranks = rank_stability(results, samples, n_boot=n_boot, seed=seed)
     key = ["model", "metric", "method"]
     table = tests.merge(ranks, on=key, how="left") if not ranks.empty else tests
     skill = skill_scores(results, samples, alpha=alpha)
-    stats = LeaderboardStats(table, agreement, split_half(samples, seed=seed), skill, alpha, n_boot)
+    stats = LeaderboardStats(table, agreement, split_half(samples, seed=seed), skill, reruns, alpha, n_boot)
     for r in table.itertuples():
         if r.tied_best:
             p1 = getattr(r, "p_rank1", np.nan)
@@ -91,6 +103,7 @@ def write_statistics(stats: LeaderboardStats, out: Path) -> list[Path]:
         ("statistics", stats.table),
         ("reliability", stats.reliability),
         ("skill", stats.skill),
+        ("rerun_agreement", stats.reruns),
         ("metric_agreement", stats.agreement),
     ):
         if not frame.empty:

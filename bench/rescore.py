@@ -110,7 +110,7 @@ def rescore(
             maps.merge(MapStore.from_state(state))
         if unit["model"] not in models:
             models = {unit["model"]: load_model(unit["model"], device=dev)}  # one model in memory at a time
-        method = get_method(unit["method"], **unit["method_params"])
+        method = get_method(unit.get("method_name", unit["method"]), **unit["method_params"])
         job = Unit(models[unit["model"]], method, data.images, data.labels, ids, suite.batch_size, dev,
                    max_batch=suite.max_batch, maps=maps, replay=True)  # fmt: skip
         metrics: dict[str, dict] = {}

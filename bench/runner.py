@@ -141,7 +141,7 @@ def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) ->
     ids = sample_ids(suite, len(data.labels))
     writer = _Writer(out, suite, provenance(dev, suite.seed), active=shard.rank == 0)
     bar = tqdm(
-        total=len(suite.models) * len(suite.all_methods),
+        total=len(suite.models) * len(suite.jobs()),
         desc=f"suite {suite.name}",
         unit="unit",
         disable=not progress or shard.rank != 0,
@@ -151,9 +151,9 @@ def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) ->
         for model_name in suite.models:
             model = _load_model(model_name, dev, shard)
             model_cache: dict = {}
-            for method_name in suite.all_methods:
+            for method_name, registered, params in suite.jobs():  # method_name: the label (lime@seed1)
                 bar.set_postfix_str(f"{model_name} / {method_name}")
-                method = get_method(method_name, **suite.method_params.get(method_name, {}))
+                method = get_method(registered, **params)
                 try:
                     method.check(model)
                 except UnsupportedMethodError as exc:
@@ -190,6 +190,7 @@ def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) ->
                             "key": key,
                             "model": model_name,
                             "method": method_name,
+                            "method_name": registered,
                             "family": model.family,
                             "weights_sha256": model.weights_sha256,
                             "method_params": method.params,

@@ -263,3 +263,19 @@ def skill_scores(
             )
         )
     return pd.DataFrame(rows)
+
+
+def rerun_agreement(samples: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, metric, method, seed) of a seeded method run again (``METHOD@seedN``): the Spearman
+    correlation of its per-sample scores with the first run's, over the samples both scored."""
+    reruns = samples[samples["method"].str.contains("@seed", regex=False)]
+    rows = []
+    for (model, metric, label), part in reruns.groupby(["model", "metric", "method"], sort=False):
+        method, seed = label.split("@seed")
+        first = samples[(samples["model"] == model) & (samples["metric"] == metric) & (samples["method"] == method)]
+        both = first.merge(part, on="sample_id", suffixes=("", "_rerun"))[["value", "value_rerun"]].dropna()
+        rho = math.nan
+        if len(both) >= 3 and both["value"].nunique() > 1 and both["value_rerun"].nunique() > 1:
+            rho = float(stats.spearmanr(both["value"], both["value_rerun"]).statistic)
+        rows.append(dict(model=model, metric=metric, method=method, seed=int(seed), rerun_rho=rho, n=len(both)))
+    return pd.DataFrame(rows, columns=["model", "metric", "method", "seed", "rerun_rho", "n"])

@@ -33,7 +33,7 @@ SCALARS = {  # key: (type, smallest value or None)
     "max_batch": (int, 1),
     "store_maps": (bool, None),
 }
-LISTS = ("models", "methods", "metrics", "plugins", "controls")
+LISTS = ("models", "methods", "metrics", "plugins", "controls", "rerun_seeds")
 
 SUITES: Registry[Path] = Registry("suite")
 for _path in sorted(Path(str(files("bench").joinpath("suites"))).glob("*.toml")):
@@ -64,11 +64,26 @@ class Suite:
     method_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     plugins: tuple[str, ...] = ()
     controls: tuple[str, ...] = ()  # control explainers run beside the methods (``controls = true``: all of them)
+    rerun_seeds: tuple[int, ...] = ()  # seeded methods run again with each of these seeds (rerun agreement)
 
     @property
     def all_methods(self) -> tuple[str, ...]:
-        """The methods and then the controls, each once: what the runner evaluates."""
+        """The methods and then the controls, each once."""
         return tuple(dict.fromkeys([*self.methods, *self.controls]))
+
+    def jobs(self) -> list[tuple[str, str, dict[str, Any]]]:
+        """What the runner evaluates: (label, method, parameters) for every method and control, then every
+        seeded one again per ``rerun_seeds`` entry, labelled ``METHOD@seedN``."""
+        from attributions import METHODS
+
+        base = [(m, m, dict(self.method_params.get(m, {}))) for m in self.all_methods]
+        reruns = [
+            (f"{m}@seed{seed}", m, {**params, "seed": seed})
+            for m, _, params in base
+            if METHODS.get(m).capabilities.seeded
+            for seed in self.rerun_seeds
+        ]
+        return base + reruns
 
     @property
     def modality(self) -> str:
@@ -160,6 +175,11 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
         if key not in data:
             raise UserError(f"{where} missing key {key!r}")
     controls = _controls(data.get("controls", True), where)
+    rerun_seeds = data.get("rerun_seeds", [])
+    if not isinstance(rerun_seeds, list | tuple) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in rerun_seeds
+    ):
+        raise UserError(f"{where} rerun_seeds must be a list of integers >= 0, got {rerun_seeds!r}")
     values = {k: _scalar(data, k, where) for k in SCALARS if k in data}
     models = MODELS.check(data["models"], f"{where} models")
     methods = METHODS.check(data["methods"], f"{where} methods")
@@ -232,6 +252,7 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
         method_params={k: dict(v) for k, v in method_params.items()},
         plugins=plugins,
         controls=controls,
+        rerun_seeds=tuple(dict.fromkeys(rerun_seeds)),
         **values,
     )
 

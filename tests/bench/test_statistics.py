@@ -12,6 +12,7 @@ from bench.statistics import (
     metric_agreement,
     paired_tests,
     rank_stability,
+    rerun_agreement,
     skill_scores,
     split_half,
     wilcoxon_p,
@@ -156,3 +157,28 @@ def test_without_an_oracle_the_skill_is_the_margin_over_random_in_the_metrics_di
     skill = skill_scores(*_frames(scores, higher=False)).set_index("method")
     assert np.isnan(skill.loc["better", "skill"]) and skill.loc["better", "margin"] == pytest.approx(0.1)
     assert skill.loc["better", "beats_random"]
+
+
+def test_rerun_agreement_pairs_each_rerun_with_the_first_run_of_its_method():
+    rng = np.random.default_rng(5)
+    first = rng.normal(size=40)
+    scores = {
+        "lime": first,
+        "lime@seed1": first + rng.normal(0, 0.01, 40),  # the metric barely moves with the seed
+        "shapley_sampling": first,
+        "shapley_sampling@seed1": rng.normal(size=40),  # it moves completely
+    }
+    table = rerun_agreement(_frames(scores)[1]).set_index("method")
+    assert table.loc["lime", "rerun_rho"] > 0.99 and abs(table.loc["shapley_sampling", "rerun_rho"]) < 0.4
+    assert (table["seed"] == 1).all() and (table["n"] == 40).all()
+
+
+def test_suite_jobs_rerun_every_seeded_method_with_each_seed():
+    from bench.suite import load_suite, with_overrides
+
+    suite = with_overrides(load_suite("smoke"), methods=["gradient", "lime"], controls=["random", "uniform"])
+    labels = [label for label, _, _ in suite.jobs()]
+    assert labels == ["gradient", "lime", "random", "uniform", "lime@seed1", "random@seed1"]
+    assert dict((label, params) for label, _, params in suite.jobs())["lime@seed1"]["seed"] == 1
+    with pytest.raises(Exception, match="rerun_seeds must be a list of integers >= 0"):
+        with_overrides(suite, rerun_seeds=[-1])
