@@ -98,7 +98,10 @@ def rescore(
     data = load_data(suite)
     ids = sample_ids(suite, len(data.labels))
     prov = {**provenance(dev, suite.seed), "rescored_from": str(run_dir), "rescore_settings": json.dumps(settings)}
-    per_metric = {m: with_overrides(suite, metrics=[m]) for m in suite.metrics}  # so that one can fail alone
+    # Only metrics whose table the settings touch are scored again (with no settings: all of them, the check
+    # that replay reproduces the run); the others keep the run's records.
+    changed = [m for m in suite.metrics if not settings or suite.config_table(m) in settings]
+    per_metric = {m: with_overrides(suite, metrics=[m]) for m in changed}  # so that one can fail alone
     done, notes, models = [], [], {}
     for unit in tqdm(units, desc="rescore", unit="unit", file=sys.stderr):
         states = store.load_maps(unit["model"], unit["method"], unit["key"])
@@ -113,8 +116,8 @@ def rescore(
         method = get_method(unit.get("method_name", unit["method"]), **unit["method_params"])
         job = Unit(models[unit["model"]], method, data.images, data.labels, ids, suite.batch_size, dev,
                    max_batch=suite.max_batch, maps=maps, replay=True)  # fmt: skip
-        metrics: dict[str, dict] = {}
-        for metric in suite.metrics:
+        metrics = {m: rec for m, rec in unit["metrics"].items() if m not in per_metric}
+        for metric in per_metric:
             try:
                 metrics.update(evaluate_unit(job, per_metric[metric]))
             except MissingMapsError as exc:

@@ -57,8 +57,10 @@ def wilcoxon_p(diffs: np.ndarray) -> float:
 
 
 def _wide(samples: pd.DataFrame) -> pd.DataFrame:
-    """One (model, metric) table's per-sample scores: samples x methods, NaN where undefined."""
-    return samples.pivot_table(index="sample_id", columns="method", values="value", aggfunc="first", dropna=False)
+    """One (model, metric) table's per-sample scores: samples x methods, NaN where undefined. A method with no
+    defined sample (a constant map under a rank correlation) has no score to rank and is left out."""
+    wide = samples.pivot_table(index="sample_id", columns="method", values="value", aggfunc="first", dropna=False)
+    return wide.loc[:, wide.notna().any()]
 
 
 def _direction(results: pd.DataFrame) -> dict[tuple[str, str], float]:
