@@ -1,6 +1,6 @@
 """``rescore``: a finished run's stored maps scored again under other metric settings, and the rankings that flip.
 
-``python -m bench rescore RUN --set deletion.baseline=blur --set gridpg.smooth=1`` rebuilds the run's
+``python -m bench rescore RUN --set deletion.baseline=blur --set TABLE.KEY=VALUE`` rebuilds the run's
 suite with those table settings, replays every unit's explanations from ``RUN/maps`` (no method runs;
 the metrics still call the model, e.g. to score deleted images), writes ``results.csv`` etc. into
 ``RUN/rescored/<settings>`` and reports, per (model, metric), the method pairs whose order changed. A
