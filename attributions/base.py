@@ -46,6 +46,7 @@ class Capabilities:
     class_specific: bool = True  # False: the same map for every target (attention rollout)
     coarse: bool = False  # maps of low resolution upsampled (GradCAM): GridPG does not smooth them (TPAMI Sec. 4)
     ground_truth: bool = False  # maps come from a metric's ground truth (the oracle): only such metrics score it
+    model_free: bool = False  # the maps never depend on the model (controls): recomputed, not stored, by rescore
 
 
 class AttributionMethod:

@@ -26,7 +26,7 @@ from attributions.base import AttributionMethod, Capabilities, UnsupportedMethod
 from models.adapter import ModelAdapter
 
 CONTROLS = ("random", "uniform", "centre", "edges", "oracle")
-_CAPS = Capabilities(text=True, class_specific=False)
+_CAPS = Capabilities(text=True, class_specific=False, model_free=True)
 
 
 def _positions(model: ModelAdapter, inputs: Tensor) -> tuple[Tensor, Tensor]:
@@ -54,7 +54,7 @@ class _Control(AttributionMethod):
 class RandomControl(_Control):
     name = "random"
     description = "control: seeded noise in [-1, 1), independent of the model"
-    capabilities = Capabilities(text=True, class_specific=False, seeded=True)
+    capabilities = Capabilities(text=True, class_specific=False, seeded=True, model_free=True)
     defaults: ClassVar[dict] = {"seed": 0}
 
     def _noise(self, inputs: Tensor, positions: int) -> Tensor:
@@ -125,7 +125,7 @@ class EdgesControl(_Control):
 class OracleControl(AttributionMethod):
     name = "oracle"
     description = "control: the ground truth of metrics that have one (GridPG cell, SeqPG segment)"
-    capabilities = Capabilities(text=True, class_specific=True, ground_truth=True)
+    capabilities = Capabilities(text=True, class_specific=True, ground_truth=True, model_free=True)
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         raise UnsupportedMethodError(

@@ -34,7 +34,7 @@ def compute_examples(run_dir: Path, results: pd.DataFrame) -> dict[tuple[str, st
         print(f"[faithbench] no example panel: cannot rebuild the run's suite ({exc})", file=sys.stderr)
         return {}
     metric = next((m for m in suite.metrics if METRICS.get(m).example is not None), None)
-    if metric is None:
+    if metric is None or not (run_dir / "units").is_dir():  # a re-scored run keeps no units: no method runs
         return {}
     spec, cfg = METRICS.get(metric), suite.config(metric)
     pairs = results[["model", "method"]].drop_duplicates().itertuples(index=False, name=None)

@@ -42,10 +42,10 @@ class LeaderboardStats:
         if self.table.empty:
             return []
         lines = [
-            f"{BEST} best mean of the model and metric; {TIED} not significantly worse than {BEST} (two-sided "
-            f"Wilcoxon signed-rank test on the paired samples, Holm-corrected within each model x metric, "
-            f"alpha = {self.alpha}); P1 = bootstrap probability of ranking first ({self.n_boot} resamples of "
-            "the samples every method of the model scored)."
+            f"{BEST} best mean of the model and metric among the methods (not the controls); {TIED} not "
+            f"significantly worse than {BEST} (two-sided Wilcoxon signed-rank test on the paired samples, "
+            f"Holm-corrected within each model x metric, alpha = {self.alpha}); P1 = bootstrap probability of "
+            f"ranking first ({self.n_boot} resamples of the samples every method of the model scored)."
         ]
         subset = self.table[self.table["paired_subset"]]
         if not subset.empty:
@@ -72,20 +72,26 @@ def leaderboard_stats(
     run_dir: Path, results: pd.DataFrame, alpha: float = 0.05, n_boot: int = 1000, seed: int = 0
 ) -> LeaderboardStats:
     """Paired tests, rank stability, metric agreement and split-half reliability of a run."""
+    from attributions import CONTROLS
+
     samples = _read_samples(run_dir)
     reruns = rerun_agreement(samples) if samples is not None else pd.DataFrame()
     if samples is not None:  # a rerun with another seed is not a method of the leaderboard
         samples = samples[~samples["method"].str.contains("@", regex=False)]
     results = results[~results["method"].str.contains("@", regex=False)]
-    agreement = metric_agreement(results)
+    # The controls are the yardstick (skill), not contestants: the marks, ranks, agreement and reliability are
+    # about the methods (an oracle would win every pointing game).
+    methods = results[~results["method"].isin(CONTROLS)]
+    agreement = metric_agreement(methods)
     if samples is None:
         empty = pd.DataFrame()
         return LeaderboardStats(empty, agreement, empty, empty, empty, alpha, n_boot)
-    tests = paired_tests(results, samples, alpha=alpha)
-    ranks = rank_stability(results, samples, n_boot=n_boot, seed=seed)
+    skill = skill_scores(results, samples, alpha=alpha)
+    samples = samples[~samples["method"].isin(CONTROLS)]
+    tests = paired_tests(methods, samples, alpha=alpha)
+    ranks = rank_stability(methods, samples, n_boot=n_boot, seed=seed)
     key = ["model", "metric", "method"]
     table = tests.merge(ranks, on=key, how="left") if not ranks.empty else tests
-    skill = skill_scores(results, samples, alpha=alpha)
     stats = LeaderboardStats(table, agreement, split_half(samples, seed=seed), skill, reruns, alpha, n_boot)
     for r in table.itertuples():
         if r.tied_best:

@@ -56,9 +56,13 @@ def _folder_name(settings: dict[str, dict[str, Any]]) -> str:
 
 
 def ranking_flips(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, metric): the best method before and after and the method pairs whose order reversed."""
+    """Per (model, metric): the best method before and after and the method pairs whose order reversed (the
+    controls are the yardstick, not contestants: left out; so are the reruns of seeded methods)."""
+    from attributions import CONTROLS
+
     rows = []
     merged = before.merge(after, on=["model", "metric", "method"], suffixes=("_before", "_after"))
+    merged = merged[~merged["method"].isin(CONTROLS) & ~merged["method"].astype(str).str.contains("@", regex=False)]
     for (model, metric), part in merged.groupby(["model", "metric"], sort=False):
         sign = 1.0 if bool(part["higher_is_better_before"].iloc[0]) else -1.0
         a = dict(zip(part["method"], sign * part["mean_before"], strict=True))
@@ -104,8 +108,9 @@ def rescore(
     per_metric = {m: with_overrides(suite, metrics=[m]) for m in changed}  # so that one can fail alone
     done, notes, models = [], [], {}
     for unit in tqdm(units, desc="rescore", unit="unit", file=sys.stderr):
+        method = get_method(unit.get("method_name", unit["method"]), **unit["method_params"])
         states = store.load_maps(unit["model"], unit["method"], unit["key"])
-        if not states:
+        if not states and not method.capabilities.model_free:
             notes.append(f"{unit['model']} / {unit['method']}: no stored maps (run with store_maps = true)")
             continue
         maps = MapStore()
@@ -113,7 +118,6 @@ def rescore(
             maps.merge(MapStore.from_state(state))
         if unit["model"] not in models:
             models = {unit["model"]: load_model(unit["model"], device=dev)}  # one model in memory at a time
-        method = get_method(unit.get("method_name", unit["method"]), **unit["method_params"])
         job = Unit(models[unit["model"]], method, data.images, data.labels, ids, suite.batch_size, dev,
                    max_batch=suite.max_batch, maps=maps, replay=True)  # fmt: skip
         metrics = {m: rec for m, rec in unit["metrics"].items() if m not in per_metric}

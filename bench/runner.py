@@ -182,7 +182,7 @@ def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) ->
                     maps=MapStore() if suite.store_maps else None,
                 )
                 parts = shard.gather(evaluate_unit(unit, suite))
-                if unit.maps is not None:  # every rank its shard's maps, before the unit is marked done
+                if unit.maps is not None and len(unit.maps):  # each rank its shard's maps, before the unit is done
                     writer.store.save_maps(model_name, method_name, key, unit.maps.state(), shard.rank)
                 if shard.rank == 0:
                     writer.add(

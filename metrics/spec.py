@@ -167,10 +167,11 @@ class Unit:
     ) -> Tensor:
         """Channel-summed maps (B, H, W) (text: (B, T)) of the unit's method on the unit's model (or on ``model``,
         recorded under ``tag``: a sanity check's randomised copy)."""
-        if self.replay and self.maps is not None:
+        stored = self.maps is not None and not self.method.capabilities.model_free  # controls: cheaper to redo
+        if self.replay and stored:
             return self.maps.lookup(tag, inputs, targets)
         maps = self.method.attribute(model or self.model, inputs, targets, max_batch=self.max_batch)
-        if self.maps is not None:
+        if stored and not self.replay:
             self.maps.add(tag, inputs, targets, maps)
         return maps
 

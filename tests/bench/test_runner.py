@@ -525,7 +525,7 @@ CONTROLLED = """
 name = "controlled"
 dataset = "mnist"
 models = ["cnn_mnist"]
-methods = ["gradient", "input_x_gradient"]
+methods = ["gradient", "input_x_gradient", "gradcam"]
 metrics = ["gridpg", "pixel_deletion", "entropy", "randomisation"]
 n_samples = 6
 batch_size = 8
@@ -564,7 +564,8 @@ def test_rescore_replays_the_stored_maps_exactly_and_reports_flips(tmp_path, cap
     suite.write_text(CONTROLLED)
     out = tmp_path / "run"
     assert main(["run", "--suite", str(suite), "--out", str(out), "--no-progress", "--no-report"]) == 0
-    assert sorted(p.name for p in (out / "maps").glob("*.pt"))[:2] == ["cnn_mnist__centre.pt", "cnn_mnist__edges.pt"]
+    stored = sorted(p.name for p in (out / "maps").glob("*.pt"))  # the controls are recomputed, not stored
+    assert stored == ["cnn_mnist__gradcam.pt", "cnn_mnist__gradient.pt", "cnn_mnist__input_x_gradient.pt"]
     base = pd.read_csv(out / "results.csv").set_index(["method", "metric"])
 
     from bench import rescore as rescore_module
