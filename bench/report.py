@@ -44,6 +44,7 @@ def leaderboard(results: pd.DataFrame, stats: LeaderboardStats | None = None) ->
     """
     from metrics.registry import METRICS
 
+    results = results[~results["method"].astype(str).str.contains("@", regex=False)]  # reruns: statistics only
     metrics = [m for m in METRICS if m in set(results["metric"])]
     metrics += sorted(set(results["metric"]) - set(metrics))
     table = results.assign(

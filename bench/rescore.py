@@ -29,6 +29,7 @@ from bench.results import RunStore, provenance
 from bench.runner import resolve_device, sample_ids
 from bench.suite import build_suite, with_overrides
 from faithbench.errors import UserError
+from faithbench.io import atomic_write_text
 from metrics.mapstore import MapStore, MissingMapsError
 from metrics.spec import Unit
 from models import load_model
@@ -129,8 +130,8 @@ def rescore(
         done.append({**unit, "metrics": metrics, "provenance": prov})
     results = RunStore(out).write_tables(done, suite.name)
     results.attrs["results_csv"] = str(out / "results.csv")
-    atomic = {"suite": suite.to_dict(), "provenance": prov, "left_out": notes}
-    (out / "run.json").write_text(json.dumps(atomic, indent=2))
+    record = {"suite": suite.to_dict(), "provenance": prov, "left_out": notes}
+    atomic_write_text(out / "run.json", json.dumps(record, indent=2))
     flips = ranking_flips(read_results(run_dir / "results.csv"), results) if not results.empty else pd.DataFrame()
     if not flips.empty:
         flips.to_csv(out / "ranking_flips.csv", index=False)
