@@ -117,9 +117,10 @@ def rescore(
         maps = MapStore()
         for state in states:
             maps.merge(MapStore.from_state(state))
-        if unit["model"] not in models:
-            models = {unit["model"]: load_model(unit["model"], device=dev)}  # one model in memory at a time
-        job = Unit(models[unit["model"]], method, data.images, data.labels, ids, suite.batch_size, dev,
+        if unit["model"] not in models:  # one model in memory at a time, its grids shared by its methods
+            models = {unit["model"]: (load_model(unit["model"], device=dev), {})}
+        model, model_cache = models[unit["model"]]
+        job = Unit(model, method, data.images, data.labels, ids, suite.batch_size, dev, model_cache=model_cache,
                    max_batch=suite.max_batch, maps=maps, replay=True)  # fmt: skip
         metrics = {m: rec for m, rec in unit["metrics"].items() if m not in per_metric}
         for metric in per_metric:
