@@ -46,14 +46,15 @@ def holm(p_values: np.ndarray) -> np.ndarray:
     return out
 
 
-def wilcoxon_p(diffs: np.ndarray) -> float:
-    """Two-sided Wilcoxon signed-rank p-value of paired differences (1 when all are zero, NaN when none)."""
+def wilcoxon_p(diffs: np.ndarray, alternative: str = "two-sided") -> float:
+    """Wilcoxon signed-rank p-value of paired differences (1 when all are zero, NaN when none);
+    ``alternative="greater"``: the one-sided test that the differences are positive."""
     diffs = diffs[np.isfinite(diffs)]
     if diffs.size == 0:
         return math.nan
     if not np.any(diffs != 0):
         return 1.0
-    return float(stats.wilcoxon(diffs, zero_method="wilcox", alternative="two-sided").pvalue)
+    return float(stats.wilcoxon(diffs, zero_method="wilcox", alternative=alternative).pvalue)
 
 
 def _wide(samples: pd.DataFrame) -> pd.DataFrame:
@@ -229,14 +230,7 @@ def skill_scores(
         pvals = []
         for method in others:
             both = wide[[method, random]].dropna()
-            diffs = d * (both[method] - both[random]).to_numpy()
-            pvals.append(
-                math.nan
-                if len(diffs) == 0
-                else 1.0
-                if not np.any(diffs != 0)
-                else float(stats.wilcoxon(diffs, zero_method="wilcox", alternative="greater").pvalue)
-            )
+            pvals.append(wilcoxon_p(d * (both[method] - both[random]).to_numpy(), alternative="greater"))
         adjusted = holm(np.asarray(pvals, dtype=float))
         for method, p, q in zip(others, pvals, adjusted, strict=True):
             scaled = np.isfinite(span) and span != 0
