@@ -17,6 +17,7 @@ from torch import Tensor
 from faithbench.errors import UserError
 from faithbench.registry import Registry
 from models.hf_text import HF_DATASETS
+from models.text_models import WORDPIECE
 
 if TYPE_CHECKING:
     from bench.suite import Suite
@@ -37,7 +38,7 @@ class DatasetSpec:
     name: str
     modality: str
     description: str
-    load: Callable[[str | None], EvalData]  # data_root -> data
+    load: Callable[..., EvalData]  # (data_root) -> data; text: (data_root, tokenizer) -> data
     needs_root: bool = False
     zoo: bool = False
 
@@ -60,27 +61,27 @@ def _mnist_224(data_root: str | None, per_class: int = 10) -> EvalData:
     return EvalData("mnist-5k-test-224px-rgb", images.clamp(0, 1).expand(-1, 3, -1, -1).contiguous(), data.labels[keep])
 
 
-def _rotten_tomatoes(data_root: str | None) -> EvalData:
+def _rotten_tomatoes(data_root: str | None, tokenizer: str = WORDPIECE) -> EvalData:
     from models.text_data import rotten_tomatoes
 
-    return _tokenized("rotten-tomatoes-test", rotten_tomatoes().test)
+    return _tokenized("rotten-tomatoes-test", rotten_tomatoes().test, tokenizer)
 
 
-def _tokenized(name: str, split) -> EvalData:
-    """A text split as (N, T) WordPiece ids ``[CLS] tokens [SEP]`` + [PAD] (MiniLM's vocabulary, that of every
-    text model here), each at most ``models.text_encoding.MAX_LENGTH`` tokens."""
+def _tokenized(name: str, split, tokenizer: str) -> EvalData:
+    """A text split as (N, T) ids ``[CLS] tokens [SEP]`` + [PAD] of ``tokenizer``, each at most
+    ``models.text_encoding.MAX_LENGTH`` tokens (MiniLM's WordPiece ids are named by the data set alone)."""
     from models.text_encoding import tokenize
 
-    ids, _ = tokenize(split.texts)
-    return EvalData(name, ids, split.labels)
+    ids, _ = tokenize(split.texts, tokenizer=tokenizer)
+    return EvalData(name if tokenizer == WORDPIECE else f"{name}:{tokenizer}", ids, split.labels)
 
 
-def _hugging_face(name: str) -> Callable[[str | None], EvalData]:
-    def load(data_root: str | None) -> EvalData:
+def _hugging_face(name: str) -> Callable[..., EvalData]:
+    def load(data_root: str | None, tokenizer: str = WORDPIECE) -> EvalData:
         from models.hf_text import load_hf_split
 
         split, _ = load_hf_split(name)
-        return _tokenized(f"{name}-test", split)
+        return _tokenized(f"{name}-test", split, tokenizer)
 
     return load
 
@@ -138,9 +139,25 @@ for _spec in (
 
 def load_data(suite: Suite) -> EvalData:
     """The suite's evaluation data (kept for the process: the report's panel reuses the run's)."""
-    return _load(suite.dataset, suite.data_root)
+    spec = DATASETS.get(suite.dataset)
+    if spec.modality != "text":
+        return _load(suite.dataset, suite.data_root)
+    return _load(suite.dataset, suite.data_root, text_tokenizer(suite.models))
+
+
+def text_tokenizer(models: tuple[str, ...] | list[str], where: str = "suite") -> str:
+    """The vocabulary the text data is tokenized with: that of the models (MiniLM's WordPiece by default)."""
+    from models.registry import MODELS
+
+    tokenizers = {MODELS.get(m).tokenizer for m in models} - {None}
+    if len(tokenizers) > 1:
+        by = ", ".join(f"{m} ({MODELS.get(m).tokenizer})" for m in models)
+        raise UserError(f"{where} the text models read different vocabularies (tokenizers): {by}; run them apart")
+    return tokenizers.pop() if tokenizers else WORDPIECE
 
 
 @lru_cache(maxsize=2)
-def _load(dataset: str, data_root: str | None) -> EvalData:
-    return DATASETS.get(dataset).load(data_root)
+def _load(dataset: str, data_root: str | None, tokenizer: str | None = None) -> EvalData:
+    """Data set ``dataset``; text: as ids of ``tokenizer`` (the vocabulary of the suite's models)."""
+    spec = DATASETS.get(dataset)
+    return spec.load(data_root) if tokenizer is None else spec.load(data_root, tokenizer)

@@ -157,7 +157,7 @@ def _scalar(data: Mapping[str, Any], key: str, where: str) -> Any:
 def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | None = None) -> Suite:
     """Validate TOML-shaped suite data and build the :class:`Suite` (see the module docstring)."""
     from attributions import METHODS, get_method
-    from bench.data import DATASETS
+    from bench.data import DATASETS, text_tokenizer
     from metrics.registry import METRICS
     from models import MODELS
 
@@ -233,6 +233,7 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
             raise UserError(
                 f"{where} model {m!r} predicts the classes of dataset {spec.dataset!r}, not {dataset.name!r}"
             )
+    text_tokenizer(models, where)
     zoo = [m for m in models if MODELS.get(m).source == "zoo" and MODELS.get(m).modality == "image"]
     if zoo and not dataset.zoo:
         raise UserError(

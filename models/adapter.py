@@ -160,3 +160,4 @@ class ModelSpec:
     build: Callable[..., ModelAdapter]
     modality: str = "image"
     dataset: str | None = None  # the data set whose classes it predicts (zoo models); None: any of its modality
+    tokenizer: str | None = None  # text models: the vocabulary of their token ids (the data is tokenized with it)

@@ -3,7 +3,7 @@
 Data sets: AG News (``fancyzhx/ag_news``), IMDB (``stanfordnlp/imdb``) and HateXplain
 (``Hate-speech-CNERG/hatexplain``, the annotators' majority label; posts without one are dropped), read through
 ``datasets``, tokenized with the WordPiece vocabulary of every text model here (MiniLM's = bert-base-uncased's).
-Models trained on them (BERT-family checkpoints, the GPU preset) are not in the zoo yet.
+The zoo's BERT-family recipes (:mod:`models.text_zoo`) train on their train splits.
 
 Offline, ``datasets`` retries the network for minutes or fails with an unrelated error unless ``HF_HUB_OFFLINE``
 and ``HF_DATASETS_OFFLINE`` are set. So before loading we look for the data or checkpoint in the local caches
@@ -98,14 +98,14 @@ def require(repo: str, kind: str, what: str) -> None:
         )
 
 
-def load_hf_split(name: str) -> tuple[TextSplit, tuple[str, ...]]:
-    """The test split of data set ``name`` (a key of ``HF_DATASETS``) and its class names."""
+def load_hf_split(name: str, split: str | None = None) -> tuple[TextSplit, tuple[str, ...]]:
+    """Split ``split`` (default: the evaluation split, test) of data set ``name`` (a key of ``HF_DATASETS``) and
+    its class names."""
     spec = HF_DATASETS[name]
     if find_spec("datasets") is None:
         raise UserError(f"data set {name!r} is read with Hugging Face datasets: pip install 'faithbench[hf]'")
     require(spec.repo, "dataset", f"data set {name!r}:")
     import datasets
 
-    split = datasets.load_dataset(spec.repo, split=spec.split)
-    texts, labels = spec.rows(split)
+    texts, labels = spec.rows(datasets.load_dataset(spec.repo, split=split or spec.split))
     return TextSplit(tuple(texts), torch.tensor(labels)), spec.classes

@@ -53,6 +53,8 @@ class Recipe:
     dataset: str = "mnist"  # the data set whose classes the model predicts (suites must use it)
     num_classes: int = 10
     held_out: Callable[[nn.Module], dict] | None = None  # held-out accuracy; None: the MNIST test split
+    tokenizer: str | None = None  # text models: the vocabulary of their token ids (models.text_models.WORDPIECE...)
+    downloads: tuple[str, ...] = ()  # what the build reads from the Hugging Face cache (not built by default)
 
 
 # --------------------------------------------------------------------------- training

@@ -27,6 +27,7 @@ def _zoo(name: str) -> Callable[..., ModelAdapter]:
                 recipe.activation,
                 recipe.description,
                 {"source": "zoo", **info},
+                recipe.tokenizer,
             ).to(device)
         return ModelAdapter(
             name=name,
@@ -49,7 +50,16 @@ def _zoo(name: str) -> Callable[..., ModelAdapter]:
 for _name, _recipe in zoo.RECIPES.items():
     MODELS.register(
         _name,
-        ModelSpec(_name, _recipe.family, "zoo", _recipe.description, _zoo(_name), _recipe.modality, _recipe.dataset),
+        ModelSpec(
+            _name,
+            _recipe.family,
+            "zoo",
+            _recipe.description,
+            _zoo(_name),
+            _recipe.modality,
+            _recipe.dataset,
+            _recipe.tokenizer,
+        ),
     )
 for _arch, _vit, _layer in (
     ("resnet18", False, "layer4"),

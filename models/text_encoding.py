@@ -14,27 +14,37 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import torch
 from torch import Tensor, nn
 
 from models.adapter import ModelAdapter
-from models.text_models import TextTransformer, load_tokenizer
+from models.text_models import WORDPIECE, TextTransformer, load_tokenizer
+
+SPECIAL_TOKENS = (  # [CLS] [SEP] [PAD] [MASK] as WordPiece (BERT) and BPE (RoBERTa) vocabularies write them
+    {"cls": "[CLS]", "sep": "[SEP]", "pad": "[PAD]", "mask": "[MASK]"},
+    {"cls": "<s>", "sep": "</s>", "pad": "<pad>", "mask": "<mask>"},
+)
 
 
 @dataclass(frozen=True)
 class Vocabulary:
-    """The special token ids of a WordPiece vocabulary."""
+    """The special token ids of a tokenizer's vocabulary, and the tokenizer's name."""
 
     cls: int
     sep: int
     pad: int
     mask: int
+    tokenizer: str = WORDPIECE
 
     @classmethod
-    def of(cls, tokenizer) -> Vocabulary:
-        ids = {name: tokenizer.token_to_id(f"[{name.upper()}]") for name in ("cls", "sep", "pad", "mask")}
-        return cls(**ids)
+    def of(cls, tokenizer, name: str = WORDPIECE) -> Vocabulary:
+        for tokens in SPECIAL_TOKENS:
+            ids = {role: tokenizer.token_to_id(token) for role, token in tokens.items()}
+            if None not in ids.values():
+                return cls(**ids, tokenizer=name)
+        raise ValueError(f"tokenizer {name!r} has neither [CLS] [SEP] [PAD] [MASK] nor <s> </s> <pad> <mask>")
 
     def special(self, ids: Tensor) -> Tensor:
         """(B, T) bool: [CLS], [SEP] and [PAD] positions."""
@@ -44,12 +54,18 @@ class Vocabulary:
 MAX_LENGTH = 128  # tokens per text ([CLS] and [SEP] included); Rotten Tomatoes sentences are shorter
 
 
-def tokenize(texts: Sequence[str], max_length: int = MAX_LENGTH) -> tuple[Tensor, Vocabulary]:
+def tokenize(
+    texts: Sequence[str], max_length: int = MAX_LENGTH, tokenizer: str = WORDPIECE
+) -> tuple[Tensor, Vocabulary]:
     """(N, T) ids, ``[CLS] tokens [SEP]`` padded with [PAD] to the longest row (each at most ``max_length``)."""
-    tokenizer = load_tokenizer(max_length=max_length)
-    vocab = Vocabulary.of(tokenizer)
+    vocab, tokenizer = vocabulary(tokenizer), load_tokenizer(tokenizer, max_length=max_length)
     rows = [e.ids for e in tokenizer.encode_batch(list(texts))]
     return pad_rows(rows, vocab.pad), vocab
+
+
+@lru_cache(maxsize=8)
+def vocabulary(tokenizer: str = WORDPIECE) -> Vocabulary:
+    return Vocabulary.of(load_tokenizer(tokenizer), tokenizer)
 
 
 def pad_rows(rows: Sequence[Sequence[int]], pad: int) -> Tensor:
@@ -125,17 +141,18 @@ def text_adapter(
     activation: str,
     description: str = "",
     info: dict | None = None,
+    tokenizer: str = WORDPIECE,
 ) -> ModelAdapter:
-    """The :class:`ModelAdapter` of a :class:`TextTransformer` with MiniLM's WordPiece vocabulary."""
+    """The :class:`ModelAdapter` of a :class:`TextTransformer` whose inputs are ids of ``tokenizer``."""
     classifier = EmbeddingClassifier(transformer)
-    vocab = Vocabulary.of(load_tokenizer())
+    vocab = vocabulary(tokenizer)
     return ModelAdapter(
         name=name,
         family=family,
         module=classifier,
         encoding=TokenEncoding(f"{name}-embeddings", classifier, vocab),
         num_classes=num_classes,
-        input_size=(transformer.position_embeddings.num_embeddings,),
+        input_size=(transformer.max_length,),
         activation=activation,
         description=description,
         info=info or {},

