@@ -188,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
         "zoo", parents=[common], help="build (or load from cache) the offline model zoo and report accuracies"
     )
     p_zoo.add_argument("models", nargs="*", help="zoo models to build (default: every image model)")
-    p_zoo.add_argument("--text", action="store_true", help="build every text model instead of the image models")
+    p_zoo.add_argument("--text", action="store_true", help="build every offline text model instead of the image models")
     p_zoo.add_argument(
         "--locality-grids", type=int, default=50, help="grids of the locality check per model (0: skip it)"
     )

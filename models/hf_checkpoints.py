@@ -158,11 +158,22 @@ def pretrained_transformer(repo: str, num_classes: int, seed: int = 0) -> TextTr
     from transformers import AutoModel
 
     hf_model = AutoModel.from_pretrained(repo)
+    if CHECKPOINTS[repo].tokenizer == WORDPIECE:  # its data are MiniLM's ids: the vocabularies must be one
+        from models.text_models import load_tokenizer
+
+        if load_tokenizer(WORDPIECE).get_vocab() != load_tokenizer_file(tokenizer_file(repo)).get_vocab():
+            raise UserError(f"checkpoint {repo!r} has a vocabulary other than MiniLM's WordPiece ({WORDPIECE})")
     expected = CHECKPOINTS[repo].geometry
     found = {k: v for k, v in geometry(hf_model.config).items() if k in expected}
     if found != expected:
         raise UserError(f"checkpoint {repo!r} in the cache has geometry {found}, not the published {expected}")
     return from_hf_model(hf_model, num_classes, seed)
+
+
+def load_tokenizer_file(path: Path):
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(path))
 
 
 def tokenizer_file(name: str) -> Path:

@@ -178,15 +178,17 @@ def text_recipe(
     params |= {"epochs": epochs, "lr": lr, "batch_size": batch_size, "seed": seed}
     params |= {"b": b} if b is not None else {}
     base = checkpoint or "MiniLM"
-    what = f"conventional {base}" if b is None else f"B-cos {base} (B = {b:g}, no biases, no tanh)"
+    head = "ReLU" if checkpoint == "distilbert-base-uncased" else "tanh"
+    what = f"conventional {base}" if b is None else f"B-cos {base} (B = {b:g}, no biases, no {head})"
     loss = "cross-entropy" if b is None else "BCE"
     if checkpoint is None:
         what += ", all 6 blocks" if depth == 6 else f", {depth} of its 6 blocks"
+    where = "" if checkpoint is None else " (Hugging Face cache; GPU preset)"
     num_classes = _num_classes(dataset)
     return Recipe(
         name,
         "standard" if b is None else "bcos",
-        f"{what}, fine-tuned {epochs} epoch(s) on {dataset} with {loss}",
+        f"{what}, fine-tuned {epochs} epoch(s) on {dataset} with {loss}{where}",
         None,  # text models take token ids: the adapter brings its own encoding (models.text_encoding)
         partial(_architecture, params, num_classes),
         _train,
@@ -202,7 +204,7 @@ def text_recipe(
 
 
 # The GPU preset (the B-cos LM paper's fine-tuning: 5 epochs, lr 2e-5, batch 16), each checkpoint on the paper's
-# three data sets, from the Hugging Face cache: `bench zoo --models bert_agnews,bcos_bert_agnews` on a GPU.
+# three data sets, from the Hugging Face cache: `python -m bench zoo bert_agnews bcos_bert_agnews` on a GPU.
 HF_RECIPES = tuple(
     text_recipe(
         f"{prefix}{short}_{data.replace('-', '')}", checkpoint=repo, dataset=data, epochs=5, lr=2e-5, batch_size=16, b=b

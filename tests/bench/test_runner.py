@@ -62,12 +62,15 @@ def test_shipped_suites_load_and_validate():
     vision = load_suite("vision")
     assert "aloe_vit_mnist" in vision.models and "gridpg" in vision.metrics
     assert load_suite("smoke").n_samples < vision.n_samples
+    for name in available_suites():  # every shipped file validates (no model is built)
+        assert load_suite(name).name == name
 
 
 def test_suite_errors_name_the_valid_choices(tmp_path):
     with pytest.raises(
         ValueError,
-        match="unknown suite 'cifar'; valid suites: bcos-ablation, imagenet, smoke, smoke-text, text, text-b-sweep, vi",
+        match="unknown suite 'cifar'; valid suites: bcos-ablation, imagenet, smoke, smoke-text, text, text-b-sweep, "
+        "text-gpu, text-hf, vi",
     ):
         load_suite("cifar")
     with pytest.raises(ValueError, match="unknown model\\(s\\) resnet9; valid models:"):

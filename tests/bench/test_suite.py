@@ -168,3 +168,20 @@ def test_models_must_match_the_data_sets_modality_and_classes():
     ):
         build_suite({**base, "models": ["minilm_rt"], "dataset": "imdb"})
     assert build_suite({**base, "models": ["minilm_rt"], "dataset": "rotten-tomatoes"}).modality == "text"
+    with pytest.raises(
+        UserError, match=r"read different vocabularies \(tokenizers\): bert_agnews \(wordpiece-uncased\), roberta_"
+    ):
+        build_suite({**base, "models": ["bert_agnews", "roberta_agnews"], "dataset": "ag-news"})
+    assert build_suite({**base, "models": ["bert_agnews", "bcos_distilbert_agnews"], "dataset": "ag-news"})
+
+
+def test_text_data_is_tokenized_with_the_models_vocabulary(monkeypatch):
+    from bench import data
+
+    seen = []
+    monkeypatch.setattr(data, "_load", lambda dataset, root, tokenizer=None: seen.append((dataset, tokenizer)))
+    base = {"name": "t", "methods": ["gradient"], "metrics": ["entropy"]}
+    data.load_data(build_suite({**base, "models": ["roberta_imdb"], "dataset": "imdb"}))
+    data.load_data(build_suite({**base, "models": ["minilm_rt"], "dataset": "rotten-tomatoes"}))
+    data.load_data(build_suite({**base, "models": ["cnn_mnist"]}))
+    assert seen == [("imdb", "roberta-base"), ("rotten-tomatoes", "wordpiece-uncased"), ("mnist", None)]
