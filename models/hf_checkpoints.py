@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from faithbench.errors import UserError
+from models.hub import hf_hub_cache
 from models.text_models import WORDPIECE, TextTransformer, bert_key
 
 
@@ -157,7 +158,7 @@ def pretrained_transformer(repo: str, num_classes: int, seed: int = 0) -> TextTr
     require(repo, "model", "checkpoint")
     from transformers import AutoModel
 
-    hf_model = AutoModel.from_pretrained(repo)
+    hf_model = AutoModel.from_pretrained(repo, cache_dir=hf_hub_cache(), local_files_only=True)
     if CHECKPOINTS[repo].tokenizer == WORDPIECE:  # its data are MiniLM's ids: the vocabularies must be one
         from models.text_models import load_tokenizer
 
@@ -185,4 +186,4 @@ def tokenizer_file(name: str) -> Path:
     if name not in CHECKPOINTS:
         raise UserError(f"unknown tokenizer {name!r}; valid: {WORDPIECE}, {', '.join(CHECKPOINTS)}")
     require(name, "model", "tokenizer of")
-    return Path(hf_hub_download(name, "tokenizer.json", local_files_only=True))
+    return Path(hf_hub_download(name, "tokenizer.json", local_files_only=True, cache_dir=hf_hub_cache()))

@@ -137,3 +137,42 @@ def test_building_a_checkpoint_recipe_offline_stops_in_one_line(monkeypatch, tmp
     assert (
         last.startswith("error: checkpoint bert-base-uncased") and "huggingface-cli download bert-base-uncased" in last
     )
+
+
+def cache_checkpoint(hf_home, repo: str, model, tokenizer_json) -> None:
+    """``model`` saved where huggingface_hub looks for ``repo`` (hub/models--REPO/snapshots/COMMIT + refs/main)."""
+    commit = "0" * 40
+    folder = hf_home / "hub" / f"models--{repo.replace('/', '--')}"
+    model.save_pretrained(folder / "snapshots" / commit)
+    (folder / "snapshots" / commit / "tokenizer.json").write_bytes(tokenizer_json.read_bytes())
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text(commit)
+
+
+def test_a_cached_checkpoint_is_read_offline_and_checked_against_the_published_geometry(monkeypatch, tmp_path):
+    from models.text_models import minilm_folder
+
+    offline(monkeypatch, tmp_path)
+    monkeypatch.delenv("HF_HUB_OFFLINE")  # require() finds it cached and sets the offline variables itself
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    cache_checkpoint(tmp_path, "bert-base-uncased", hf_model("bert"), minilm_folder() / "tokenizer.json")
+    assert tokenizer_file("bert-base-uncased").read_bytes() == (minilm_folder() / "tokenizer.json").read_bytes()
+    with pytest.raises(UserError, match=r"geometry \{'vocab_size': 60, 'dim': 32.*not the published"):
+        pretrained_transformer("bert-base-uncased", num_classes=2)
+
+
+def test_the_embedding_adapter_of_a_roberta_model_pads_with_its_own_id():
+    from models.text_encoding import EmbeddingClassifier, TokenEncoding
+
+    model = from_hf_model(hf_model("roberta"), num_classes=2)
+    vocab = Vocabulary(cls=0, sep=2, pad=1, mask=3, tokenizer="roberta-base")
+    classifier = EmbeddingClassifier(model)
+    encoding = TokenEncoding("roberta-embeddings", classifier, vocab)
+    ids, mask = batch("roberta")
+    ids[:, 0], ids[0, -1], ids[1, 6] = vocab.cls, vocab.sep, vocab.sep
+    embedded = encoding(ids)
+    assert embedded[1, :, 7:].abs().max() == 0 and embedded[1, :, :7].abs().sum(0).min() > 0
+    with torch.no_grad():
+        torch.testing.assert_close(classifier(embedded), model(ids, mask), rtol=1e-4, atol=1e-5)
+    assert encoding.feature_mask(ids)[1].tolist() == [False] + [True] * 5 + [False] * 4
+    assert set(encoding.masked(ids)[1].tolist()) == {vocab.mask, vocab.pad}
