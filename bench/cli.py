@@ -17,10 +17,10 @@ def _cmd_zoo(args: argparse.Namespace) -> int:
     from bench.zoo_report import LEGEND, zoo_rows, zoo_table
     from models import zoo
 
-    # Default: the digit zoo (minutes); --text: the offline text zoo (about 25 min on 2 cores); or the named
-    # models (those that read Hugging Face checkpoints / data only when named).
+    # Default: the digit zoo (minutes); --text: the CPU-sized text zoo (about 25 min on 2 cores); or the named
+    # models (GPU presets and Hugging Face checkpoints are built only when named).
     modality = "text" if args.text else "image"
-    default = [n for n, r in zoo.RECIPES.items() if r.modality == modality and not r.downloads]
+    default = [n for n, r in zoo.RECIPES.items() if r.modality == modality and not r.on_request]
     names = zoo.RECIPES.check(args.models or default, "zoo models")
     sys.stdout.write(zoo_table(zoo_rows(list(names), n_grids=args.locality_grids)) + "\n")
     if args.locality_grids:

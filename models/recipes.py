@@ -54,7 +54,8 @@ class Recipe:
     num_classes: int = 10
     held_out: Callable[[nn.Module], dict] | None = None  # held-out accuracy; None: the MNIST test split
     tokenizer: str | None = None  # text models: the vocabulary of their token ids (models.text_models.WORDPIECE...)
-    downloads: tuple[str, ...] = ()  # what the build reads from the Hugging Face cache (not built by default)
+    downloads: tuple[str, ...] = ()  # what the build reads from the Hugging Face cache
+    on_request: bool = False  # built only when named (GPU presets, Hugging Face checkpoints), not by `bench zoo`
 
 
 # --------------------------------------------------------------------------- training

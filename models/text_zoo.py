@@ -170,10 +170,12 @@ def text_recipe(
     dataset: str = DATASET,
     batch_size: int = 32,
     seed: int = 0,
+    gpu: bool = False,
 ) -> Recipe:
     """A conventional (``b`` None) or B-cos sentiment / topic classifier: MiniLM's first ``depth`` blocks on
     Rotten Tomatoes (offline), or a BERT-family ``checkpoint`` on a Hugging Face ``dataset`` (both from the
-    Hugging Face cache: :mod:`models.hf_checkpoints`, :mod:`models.hf_text`)."""
+    Hugging Face cache: :mod:`models.hf_checkpoints`, :mod:`models.hf_text`). ``gpu``: a GPU preset, built only
+    when named."""
     params: dict = {"depth": depth} if checkpoint is None else {"checkpoint": checkpoint, "dataset": dataset}
     params |= {"epochs": epochs, "lr": lr, "batch_size": batch_size, "seed": seed}
     params |= {"b": b} if b is not None else {}
@@ -200,6 +202,7 @@ def text_recipe(
         held_out=partial(held_out, params=params),
         tokenizer=_tokenizer(params),
         downloads=() if checkpoint is None else (checkpoint, HF_DATASETS[dataset].repo),
+        on_request=gpu or checkpoint is not None,
     )
 
 
@@ -226,7 +229,7 @@ TEXT_RECIPES = (
         for tag, b in (("_b1", 1.0), ("_b1_25", 1.25), ("", 1.5), ("_b2", 2.0), ("_b2_5", 2.5))
     ),
     # The GPU preset of the MiniLM pair: paper settings on the offline data (5 epochs, lr 2e-5, batch 16).
-    text_recipe("minilm_rt_gpu", depth=6, epochs=5, lr=2e-5, batch_size=16),
-    text_recipe("bcos_minilm_rt_gpu", depth=6, epochs=5, lr=2e-5, batch_size=16, b=1.5),
+    text_recipe("minilm_rt_gpu", depth=6, epochs=5, lr=2e-5, batch_size=16, gpu=True),
+    text_recipe("bcos_minilm_rt_gpu", depth=6, epochs=5, lr=2e-5, batch_size=16, b=1.5, gpu=True),
     *HF_RECIPES,
 )

@@ -176,3 +176,15 @@ def test_the_embedding_adapter_of_a_roberta_model_pads_with_its_own_id():
         torch.testing.assert_close(classifier(embedded), model(ids, mask), rtol=1e-4, atol=1e-5)
     assert encoding.feature_mask(ids)[1].tolist() == [False] + [True] * 5 + [False] * 4
     assert set(encoding.masked(ids)[1].tolist()) == {vocab.mask, vocab.pad}
+
+
+def test_zoo_text_builds_no_gpu_preset_and_no_checkpoint_recipe(monkeypatch, capsys):
+    from bench import zoo_report
+    from bench.cli import main
+
+    built = []
+    monkeypatch.setattr(zoo_report, "zoo_rows", lambda names, n_grids: built.extend(names) or [])
+    monkeypatch.setattr(zoo_report, "zoo_table", lambda rows: "")
+    assert main(["zoo", "--text"]) == 0
+    assert "minilm_rt" in built and "bcos_minilm3_rt_b2_5" in built
+    assert not [n for n in built if n.endswith("_gpu") or "bert" in n], built
