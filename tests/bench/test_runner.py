@@ -70,7 +70,7 @@ def test_suite_errors_name_the_valid_choices(tmp_path):
     with pytest.raises(
         ValueError,
         match="unknown suite 'cifar'; valid suites: bcos-ablation, imagenet, smoke, smoke-text, text, text-b-sweep, "
-        "text-gpu, text-hf, vi",
+        "text-gpu, text-hf, text-topic, vi",
     ):
         load_suite("cifar")
     with pytest.raises(ValueError, match="unknown model\\(s\\) resnet9; valid models:"):
