@@ -131,13 +131,19 @@ def train_text_classifier(
     model.eval()
 
 
-def _train(model: nn.Module, deps: dict, p: dict) -> dict:
+def starting_point(p: dict) -> TextTransformer:
+    """The pretrained model a recipe with params ``p`` fine-tunes (new seeded classifier; B-cos converted)."""
+    n, b = _num_classes(p.get("dataset", DATASET)), p.get("b")
     if "checkpoint" in p:
-        start = pretrained_transformer(p["checkpoint"], num_classes=_num_classes(p["dataset"]), seed=p["seed"])
+        start = pretrained_transformer(p["checkpoint"], num_classes=n, seed=p["seed"])
     else:
-        start = minilm_classifier(num_classes=2, depth=p["depth"], seed=p["seed"])
+        start = minilm_classifier(num_classes=n, depth=p["depth"], seed=p["seed"])
+    return start if b is None else bcos_text_transformer(start, b)
+
+
+def _train(model: nn.Module, deps: dict, p: dict) -> dict:
     b = p.get("b")
-    model.load_state_dict((start if b is None else bcos_text_transformer(start, b)).state_dict())
+    model.load_state_dict(starting_point(p).state_dict())
     model.to(training_device())
     before = held_out(model, p)["test_accuracy"]
     ids, labels, _, _ = _data(p.get("dataset", DATASET), _tokenizer(p))

@@ -188,3 +188,11 @@ def test_zoo_text_builds_no_gpu_preset_and_no_checkpoint_recipe(monkeypatch, cap
     assert main(["zoo", "--text"]) == 0
     assert "minilm_rt" in built and "bcos_minilm3_rt_b2_5" in built
     assert not [n for n in built if n.endswith("_gpu") or "bert" in n], built
+
+
+def test_every_offline_text_recipe_starts_from_weights_that_fit_its_architecture():
+    from models.text_zoo import TEXT_RECIPES, starting_point
+
+    for recipe in TEXT_RECIPES:
+        if not recipe.downloads:
+            recipe.architecture().load_state_dict(starting_point(recipe.params).state_dict())
