@@ -23,7 +23,7 @@ from torch import nn
 
 from faithbench.errors import UserError
 from models.hub import hf_hub_cache
-from models.text_models import WORDPIECE, TextTransformer, bert_key
+from models.text_models import WORDPIECE, TextTransformer, bert_key, checkpoint_key
 
 
 @dataclass(frozen=True)
@@ -104,28 +104,26 @@ def geometry(config) -> dict:
     return out
 
 
+DISTILBERT_TOP = {
+    "word_embeddings": "embeddings.word_embeddings",
+    "position_embeddings": "embeddings.position_embeddings",
+    "embedding_norm": "embeddings.LayerNorm",
+}
+DISTILBERT_BLOCK = {
+    "attention.query": "attention.q_lin",
+    "attention.key": "attention.k_lin",
+    "attention.value": "attention.v_lin",
+    "attention_out": "attention.out_lin",
+    "attention_norm": "sa_layer_norm",
+    "intermediate": "ffn.lin1",
+    "output": "ffn.lin2",
+    "output_norm": "output_layer_norm",
+}
+
+
 def _distilbert_key(name: str) -> str:
     """Our parameter name -> its Hugging Face DistilBertModel key."""
-    top = {
-        "word_embeddings": "embeddings.word_embeddings",
-        "position_embeddings": "embeddings.position_embeddings",
-        "embedding_norm": "embeddings.LayerNorm",
-    }
-    block = {
-        "attention.query": "attention.q_lin",
-        "attention.key": "attention.k_lin",
-        "attention.value": "attention.v_lin",
-        "attention_out": "attention.out_lin",
-        "attention_norm": "sa_layer_norm",
-        "intermediate": "ffn.lin1",
-        "output": "ffn.lin2",
-        "output_norm": "output_layer_norm",
-    }
-    module, param = name.rsplit(".", 1)
-    if module.startswith("blocks."):
-        _, index, rest = module.split(".", 2)
-        return f"transformer.layer.{index}.{block[rest]}.{param}"
-    return f"{top[module]}.{param}"
+    return checkpoint_key(name, DISTILBERT_TOP, DISTILBERT_BLOCK, "transformer.layer")
 
 
 def from_hf_model(hf_model: nn.Module, num_classes: int, seed: int = 0) -> TextTransformer:

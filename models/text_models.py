@@ -161,30 +161,38 @@ class TextTransformer(nn.Module):
         return self.from_embeddings(self.embed(input_ids), mask)
 
 
-def bert_key(name: str) -> str:
-    """Our parameter name -> its Hugging Face BertModel / RobertaModel key (MiniLM's checkpoint is a BertModel)."""
-    top = {
-        "word_embeddings": "embeddings.word_embeddings",
-        "position_embeddings": "embeddings.position_embeddings",
-        "token_type_embeddings": "embeddings.token_type_embeddings",
-        "embedding_norm": "embeddings.LayerNorm",
-        "pooler": "pooler.dense",
-    }
-    block = {
-        "attention.query": "attention.self.query",
-        "attention.key": "attention.self.key",
-        "attention.value": "attention.self.value",
-        "attention_out": "attention.output.dense",
-        "attention_norm": "attention.output.LayerNorm",
-        "intermediate": "intermediate.dense",
-        "output": "output.dense",
-        "output_norm": "output.LayerNorm",
-    }
+def checkpoint_key(name: str, top: dict[str, str], block: dict[str, str], layers: str) -> str:
+    """Our parameter ``name`` -> a checkpoint's key: ``top`` maps our modules outside the blocks, ``block`` those
+    inside block i, which the checkpoint keeps under ``{layers}.{i}``."""
     module, param = name.rsplit(".", 1)
     if module.startswith("blocks."):
         _, index, rest = module.split(".", 2)
-        return f"encoder.layer.{index}.{block[rest]}.{param}"
+        return f"{layers}.{index}.{block[rest]}.{param}"
     return f"{top[module]}.{param}"
+
+
+BERT_TOP = {
+    "word_embeddings": "embeddings.word_embeddings",
+    "position_embeddings": "embeddings.position_embeddings",
+    "token_type_embeddings": "embeddings.token_type_embeddings",
+    "embedding_norm": "embeddings.LayerNorm",
+    "pooler": "pooler.dense",
+}
+BERT_BLOCK = {
+    "attention.query": "attention.self.query",
+    "attention.key": "attention.self.key",
+    "attention.value": "attention.self.value",
+    "attention_out": "attention.output.dense",
+    "attention_norm": "attention.output.LayerNorm",
+    "intermediate": "intermediate.dense",
+    "output": "output.dense",
+    "output_norm": "output.LayerNorm",
+}
+
+
+def bert_key(name: str) -> str:
+    """Our parameter name -> its Hugging Face BertModel / RobertaModel key (MiniLM's checkpoint is a BertModel)."""
+    return checkpoint_key(name, BERT_TOP, BERT_BLOCK, "encoder.layer")
 
 
 def minilm_classifier(
@@ -220,4 +228,12 @@ def minilm_classifier(
     return model.eval()
 
 
-__all__ = ["WORDPIECE", "TextTransformer", "bert_key", "load_tokenizer", "minilm_classifier", "minilm_folder"]
+__all__ = [
+    "WORDPIECE",
+    "TextTransformer",
+    "bert_key",
+    "checkpoint_key",
+    "load_tokenizer",
+    "minilm_classifier",
+    "minilm_folder",
+]
