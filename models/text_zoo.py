@@ -32,7 +32,8 @@ OFFLINE_DATA = {DATASET: rotten_tomatoes, "bbc-news": bbc_news}  # name -> loade
 
 @lru_cache(maxsize=2)
 def _data(dataset: str = DATASET, tokenizer: str = WORDPIECE) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Train ids, train labels, test ids, test labels of ``dataset`` (Rotten Tomatoes or a Hugging Face one)."""
+    """Train ids, train labels, test ids, test labels of ``dataset`` (offline: Rotten Tomatoes, BBC News; else a
+    Hugging Face data set)."""
     if dataset in OFFLINE_DATA:
         data = OFFLINE_DATA[dataset]()
         train, test = data.train, data.test
