@@ -140,7 +140,7 @@ for _spec in (
         DatasetSpec(
             name,
             "text",
-            f"{spec.repo} test split via Hugging Face datasets (pip install 'faithbench[hf]')",
+            f"{spec.repo} test split via Hugging Face datasets (the hf extra: pip install -e '.[hf]')",
             _hugging_face(name),
         )
         for name, spec in HF_DATASETS.items()

@@ -1,4 +1,4 @@
-"""The Hugging Face path of the text suite, for users who have the data (``pip install faithbench[hf]``).
+"""The Hugging Face path of the text suite, for users who have the data (``pip install -e '.[hf]'``).
 
 Data sets: AG News (``fancyzhx/ag_news``), IMDB (``stanfordnlp/imdb``) and HateXplain
 (``Hate-speech-CNERG/hatexplain``, the annotators' majority label; posts without one are dropped), read through
@@ -103,7 +103,10 @@ def load_hf_split(name: str, split: str | None = None) -> tuple[TextSplit, tuple
     its class names."""
     spec = HF_DATASETS[name]
     if find_spec("datasets") is None:
-        raise UserError(f"data set {name!r} is read with Hugging Face datasets: pip install 'faithbench[hf]'")
+        raise UserError(
+            f"data set {name!r} is read with Hugging Face datasets: install the hf extra, pip install -e '.[hf]' "
+            "in the faithbench checkout"
+        )
     require(spec.repo, "dataset", f"data set {name!r}:")
     import datasets
 

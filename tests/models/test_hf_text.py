@@ -42,4 +42,4 @@ def test_loading_a_hugging_face_data_set_without_it_stops_in_one_line(monkeypatc
     with pytest.raises(UserError) as err:
         DATASETS.get("ag-news").load(None)
     message = str(err.value)
-    assert "\n" not in message and ("faithbench[hf]" in message or "fancyzhx/ag_news" in message)
+    assert "\n" not in message and ("pip install -e '.[hf]'" in message or "fancyzhx/ag_news" in message)
