@@ -98,6 +98,20 @@ def require(repo: str, kind: str, what: str) -> None:
         )
 
 
+def hub_snapshot(repo: str) -> str | None:
+    """The local folder of data set ``repo`` in the Hugging Face hub cache (``huggingface-cli download``), or None.
+
+    ``datasets`` loads a folder offline (its files say the format and splits); given the repo id offline it looks
+    only in its own cache of data sets it prepared online before."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return snapshot_download(repo, repo_type="dataset", local_files_only=True, cache_dir=hf_hub_cache())
+    except LocalEntryNotFoundError:
+        return None
+
+
 def load_hf_split(name: str, split: str | None = None) -> tuple[TextSplit, tuple[str, ...]]:
     """Split ``split`` (default: the evaluation split, test) of data set ``name`` (a key of ``HF_DATASETS``) and
     its class names."""
@@ -110,5 +124,6 @@ def load_hf_split(name: str, split: str | None = None) -> tuple[TextSplit, tuple
     require(spec.repo, "dataset", f"data set {name!r}:")
     import datasets
 
-    texts, labels = spec.rows(datasets.load_dataset(spec.repo, split=split or spec.split))
+    source = hub_snapshot(spec.repo) or spec.repo  # offline, `datasets` reads a repo id only from its own cache
+    texts, labels = spec.rows(datasets.load_dataset(source, split=split or spec.split))
     return TextSplit(tuple(texts), torch.tensor(labels)), spec.classes

@@ -43,3 +43,17 @@ def test_loading_a_hugging_face_data_set_without_it_stops_in_one_line(monkeypatc
         DATASETS.get("ag-news").load(None)
     message = str(err.value)
     assert "\n" not in message and ("pip install -e '.[hf]'" in message or "fancyzhx/ag_news" in message)
+
+
+def test_a_downloaded_data_set_is_read_from_its_hub_snapshot_folder(monkeypatch, tmp_path):
+    """Offline, `datasets` finds a repo id only in its own cache; a folder it reads anywhere."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("HUGGINGFACE_HUB_CACHE", raising=False)
+    assert hf_text.hub_snapshot("fancyzhx/ag_news") is None
+    repo = tmp_path / "hub" / "datasets--fancyzhx--ag_news"
+    (repo / "snapshots" / ("a" * 40) / "data").mkdir(parents=True)
+    (repo / "snapshots" / ("a" * 40) / "data" / "test-00000-of-00001.parquet").write_bytes(b"stand-in")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("a" * 40)
+    assert hf_text.hub_snapshot("fancyzhx/ag_news") == str(repo / "snapshots" / ("a" * 40))
