@@ -38,10 +38,11 @@ def compute_examples(run_dir: Path, results: pd.DataFrame) -> dict[tuple[str, st
         return {}
     spec, cfg = METRICS.get(metric), suite.config(metric)
     pairs = results[["model", "method"]].drop_duplicates().itertuples(index=False, name=None)
-    keys = {}
-    for path in (run_dir / "units").glob("*.json"):
-        unit = json.loads(path.read_text())
-        keys[(unit["model"], unit["method"])] = unit["key"]
+    try:
+        record = json.loads((run_dir / "run.json").read_text())
+        keys = {(u["model"], u["method"]): u["key"] for u in record.get("units", [])}  # exactly this run's units
+    except (OSError, KeyError, TypeError, json.JSONDecodeError):
+        keys = {}
     device = resolve_device("auto")
     data = load_data(suite)
     examples: dict[tuple[str, str], dict] = {}

@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 from attributions import get_method
 from bench.data import load_data
 from bench.evaluate import evaluate_unit
+from bench.folder_lock import FolderLock
 from bench.report import read_results
 from bench.results import RunStore, provenance
 from bench.runner import resolve_device, sample_ids
@@ -88,16 +89,22 @@ def rescore(
 ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """Re-score ``run_dir`` under ``settings``; returns (results, ranking flips, metrics left out and why)."""
     run_dir = Path(run_dir)
-    try:
-        record = json.loads((run_dir / "run.json").read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"{run_dir} is not a finished run folder (run.json: {exc})") from None
+    if not (run_dir / "run.json").is_file():
+        raise UserError(f"{run_dir} is not a finished run folder (no run.json)")
+    with FolderLock(run_dir, "bench rescore"):  # no run may rewrite the folder while it is read
+        return _rescore(run_dir, settings, out, device)
+
+
+def _rescore(
+    run_dir: Path, settings: dict[str, dict[str, Any]], out: Path | None, device: str
+) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    store = RunStore(run_dir)
+    record = store.read_record()
     base = build_suite(record["suite"], str(run_dir / "run.json"))
     suite = with_overrides(base, tables=settings)
     dev = resolve_device(device)
     out = out or run_dir / "rescored" / _folder_name(settings)
-    store = RunStore(run_dir)
-    units = [json.loads(p.read_text()) for p in sorted(store.units.glob("*.json"))]
+    units = store.run_units(record)  # exactly the run's units: a unit file of another run is never read
     if not units:
         raise UserError(f"{run_dir} has no finished units to re-score")
     data = load_data(suite)

@@ -2,7 +2,10 @@
 
 Layout of a run folder::
 
-    run.json          suite, provenance
+    .lock             held by the one process writing the folder (:mod:`bench.folder_lock`)
+    run.json          suite, provenance, and the run's units: (model, method, key) of each, the manifest that
+                      ``report`` and ``rescore`` read (a unit file that the manifest does not name is not
+                      part of the run)
     units/*.json      one finished (model, method) unit each: per-sample scores, curves, timings
     maps/*.pt         every attribution map each unit computed, under its resume key (``bench rescore``)
     examples/*.pt     example attribution maps for the report's panel
@@ -33,6 +36,7 @@ import pandas as pd
 import torch
 from scipy import stats
 
+from faithbench.errors import UserError
 from faithbench.io import atomic_torch_save, atomic_write_text
 
 ROOT = Path(__file__).resolve().parent.parent  # the folder holding faithbench's packages
@@ -104,6 +108,15 @@ def code_identity() -> str:
     return h.hexdigest()
 
 
+def source_identity(files: Iterable[Path]) -> str:
+    """SHA-256 over the names and bytes of ``files`` (code that is not faithbench's: plugins)."""
+    h = hashlib.sha256()
+    for path in sorted({Path(f).resolve() for f in files}):
+        h.update(path.name.encode())  # the name, not the folder: a moved checkout keeps its keys
+        h.update(path.read_bytes() if path.is_file() else b"<missing>")
+    return h.hexdigest()
+
+
 def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda:{device.index or 0} {torch.cuda.get_device_name(device)}"
@@ -140,6 +153,9 @@ def summarise(values: np.ndarray) -> dict[str, float]:
     return {"mean": mean, "std": std, "n": n, "ci_low": mean - half, "ci_high": mean + half}
 
 
+_RERUN = "run the run's `bench run` command into the folder again: it recomputes what is missing"
+
+
 class RunStore:
     """The files of one run folder."""
 
@@ -161,6 +177,52 @@ class RunStore:
 
     def save_unit(self, unit: dict) -> None:
         atomic_write_text(self.unit_path(unit["model"], unit["method"]), json.dumps(unit))
+
+    def save_record(self, suite: dict, prov: dict, units: Iterable[dict]) -> None:
+        """run.json: the suite, the provenance and the manifest of the run's units."""
+        manifest = [{"model": u["model"], "method": u["method"], "key": u["key"]} for u in units]
+        record = {"suite": suite, "provenance": prov, "units": manifest}
+        atomic_write_text(self.out / "run.json", json.dumps(record, indent=2))
+
+    def read_record(self) -> dict:
+        """run.json, or a one-line error naming it."""
+        path = self.out / "run.json"
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise UserError(f"{self.out} is not a run folder: {path} is unreadable ({exc})") from None
+        if not isinstance(record, dict) or "suite" not in record:
+            raise UserError(f"{self.out} is not a run folder: {path} has no suite")
+        return record
+
+    def run_units(self, record: dict | None = None) -> list[dict]:
+        """Exactly the units of the run that ``run.json`` describes, read from ``units/``.
+
+        A unit file that is missing, unreadable or holds another key (a later run into the same folder
+        replaced it) is a one-line error naming the file: the run's tables and its units disagree."""
+        record = self.read_record() if record is None else record
+        if "units" not in record:
+            raise UserError(
+                f"{self.out / 'run.json'} lists no units (a run folder written before faithbench recorded its "
+                "units): run the same `bench run` command into it again to record them (finished units are reused)"
+            )
+        units = []
+        for entry in record["units"]:
+            path = self.unit_path(entry["model"], entry["method"])
+            try:
+                unit = json.loads(path.read_text())
+            except OSError as exc:
+                raise UserError(f"unit file {path} of this run cannot be read ({exc.strerror}); {_RERUN}") from None
+            except json.JSONDecodeError as exc:
+                msg = f"unit file {path} of this run is not valid JSON (truncated?: {exc}); {_RERUN}"
+                raise UserError(msg) from None
+            if unit.get("key") != entry["key"]:
+                raise UserError(
+                    f"unit file {path} holds another computation than the run in {self.out / 'run.json'} "
+                    f"(another run wrote it since); {_RERUN}"
+                )
+            units.append(unit)
+        return units
 
     def maps_path(self, model: str, method: str, rank: int = 0) -> Path:
         return self.out / "maps" / f"{model}__{method}{f'.rank{rank}' if rank else ''}.pt"

@@ -13,8 +13,11 @@ methods whose maps agree are flagged (:mod:`bench.identity`).
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -27,9 +30,10 @@ from attributions import UnsupportedMethodError, get_method
 from bench.data import load_data
 from bench.distributed import Shard
 from bench.evaluate import evaluate_unit, merge_shards
+from bench.folder_lock import FolderLock
 from bench.identity import fingerprint, identical_pairs, warning_line
 from bench.identity import write as write_identical
-from bench.results import RunStore, code_identity, provenance
+from bench.results import ROOT, RunStore, code_identity, provenance, source_identity
 from bench.suite import Suite
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
@@ -69,16 +73,40 @@ def sample_ids(suite: Suite, n_images: int) -> torch.Tensor:
     return torch.randperm(n_images, generator=gen)[: suite.n_samples].sort().values
 
 
-def unit_key(suite: Suite, model: ModelAdapter, method: str, method_params: dict) -> str:
+def plugin_sources(suite: Suite, method: Any) -> list[Path]:
+    """Source files of code outside faithbench that a unit runs: the suite's plugin modules (a package: every
+    ``.py`` file in it) and the file of the method's class when it is not faithbench's own."""
+    files = []
+    for name in suite.plugins:
+        module = sys.modules.get(name)
+        path = Path(getattr(module, "__file__", "") or "")
+        if path.name == "__init__.py":
+            files += sorted(path.parent.rglob("*.py"))
+        elif path.name:
+            files.append(path)
+    method_file = inspect.getsourcefile(type(method))
+    if method_file and not Path(method_file).resolve().is_relative_to(ROOT):
+        files.append(Path(method_file))
+    return files
+
+
+def plan_key(suite: Suite, model_name: str, method: str, method_params: dict, plugins: str = "") -> str:
+    """What a unit's scores depend on that is known before its model loads: the suite's evaluation
+    settings, the model's name, the method and its parameters, faithbench's code and the plugins' code."""
     payload = {
         "settings": suite.evaluation_settings(),
-        "model": model.name,
-        "weights_sha256": model.weights_sha256,
+        "model": model_name,
         "method": method,
         "method_params": method_params,
         "code": code_identity(),
+        "plugins": plugins,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def unit_key(plan: str, weights_sha256: str) -> str:
+    """The resume key of a unit: its plan key and its model's weights."""
+    return hashlib.sha256(f"{plan}:{weights_sha256}".encode()).hexdigest()
 
 
 def _load_model(name: str, device: torch.device, shard: Shard) -> ModelAdapter:
@@ -92,7 +120,8 @@ def _load_model(name: str, device: torch.device, shard: Shard) -> ModelAdapter:
 
 
 class _Writer:
-    """Rank 0's result files; ``run.json`` is written with the first result, never before."""
+    """Rank 0's result files. Nothing is written before the first unit starts; from then on run.json (the
+    suite, provenance and the manifest of finished units) and the tables always describe this run."""
 
     def __init__(self, out: Path, suite: Suite, prov: dict, active: bool) -> None:
         self.store, self.suite, self.prov, self.active = RunStore(out), suite, prov, active
@@ -103,10 +132,10 @@ class _Writer:
         self.flushed_at = -FLUSH_EVERY_S  # the first finished unit is written at once
 
     def start(self) -> None:
-        if not self.started:
-            record = {"suite": self.suite.to_dict(), "provenance": self.prov}
-            atomic_write_text(self.store.out / "run.json", json.dumps(record, indent=2))
+        """Take the folder over for this run: a previous run's tables and manifest are replaced at once."""
+        if self.active and not self.started:
             self.started = True
+            self.flush()
 
     def add(self, unit: dict, new: bool) -> None:
         self.done.append(unit)
@@ -131,17 +160,76 @@ class _Writer:
         self.flushed_at = time.monotonic()
         atomic_write_text(self.store.out / "skipped.json", json.dumps(self.skipped, indent=2))
         write_identical(self.store.out, self.identical)
-        return self.store.write_tables(self.done, self.suite.name)
+        frame = self.store.write_tables(self.done, self.suite.name)
+        self.store.save_record(self.suite.to_dict(), self.prov, self.done)  # last: it names the tables' units
+        return frame
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a cluster scheduler's stop, ``kill PID``), handled like Ctrl-C: finished units are kept."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
+def resume_count(store: RunStore, plans: dict[tuple[str, str], str]) -> int:
+    """How many of the planned (model, method) units the folder already holds for the same plan (their
+    models' weights are checked when each model loads)."""
+    if not store.units.is_dir():
+        return 0
+    found = 0
+    for path in store.units.glob("*.json"):
+        try:
+            unit = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        found += plans.get((unit.get("model"), unit.get("method"))) == unit.get("plan_key")
+    return found
 
 
 def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) -> Any:
-    """Run (or resume) ``suite`` into folder ``out``; returns the results table (rank 0) or None."""
+    """Run (or resume) ``suite`` into folder ``out``; returns the results table (rank 0) or None.
+
+    The folder is locked for the whole run (:class:`bench.folder_lock.FolderLock`: one writer, released
+    however the process ends); SIGTERM is handled like Ctrl-C (``KeyboardInterrupt``)."""
+    out = Path(out)
     shard, dev = Shard.start(resolve_device(device))
+    lock = FolderLock(out, f"bench run --suite {suite.name}")
+    error = None
+    if shard.rank == 0:
+        try:
+            lock.acquire()
+        except UserError as exc:
+            error = str(exc)
+    error = shard.broadcast(error)
+    if error is not None:
+        shard.close()
+        raise UserError(error)
+    main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
+    try:
+        return _run(suite, out, dev, shard, progress)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+        lock.release(remove_if_empty=True)
+
+
+def _run(suite: Suite, out: Path, dev: torch.device, shard: Shard, progress: bool) -> Any:
     data = load_data(suite)
     ids = sample_ids(suite, len(data.labels))
     writer = _Writer(out, suite, provenance(dev, suite.seed), active=shard.rank == 0)
+    jobs = [(model_name, *job) for model_name in suite.models for job in suite.jobs()]
+    plans = {}
+    for model_name, label, registered, params in jobs:
+        method = get_method(registered, **params)
+        plugins = source_identity(plugin_sources(suite, method))
+        plans[(model_name, label)] = plan_key(suite, model_name, label, method.params, plugins)
+    if shard.rank == 0 and (out / "run.json").exists():
+        tqdm.write(f"resuming {out}: {resume_count(writer.store, plans)} of {len(jobs)} units done", file=sys.stderr)
     bar = tqdm(
-        total=len(suite.models) * len(suite.jobs()),
+        total=len(jobs),
         desc=f"suite {suite.name}",
         unit="unit",
         disable=not progress or shard.rank != 0,
@@ -160,13 +248,15 @@ def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) ->
                     writer.skip(model_name, method_name, str(exc))
                     bar.update()
                     continue
-                key = unit_key(suite, model, method_name, method.params)
+                plan = plans[(model_name, method_name)]
+                key = unit_key(plan, model.weights_sha256)
                 stored = writer.store.load_unit(model_name, method_name, key) if shard.rank == 0 else None
                 cached = shard.broadcast(stored)
                 if cached is not None:
                     writer.add(cached, new=False)
                     bar.update()
                     continue
+                writer.start()  # before the first new file of this run (its maps)
                 unit = Unit(
                     model,
                     method,
@@ -188,6 +278,7 @@ def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) ->
                     writer.add(
                         {
                             "key": key,
+                            "plan_key": plan,
                             "model": model_name,
                             "method": method_name,
                             "method_name": registered,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -17,17 +18,28 @@ Encode = Callable[[Tensor], Tensor]
 
 # Zoo builds run with this many intra-op threads on every machine: CPU kernels split reductions by
 # thread count, so a free count would give other bits on a machine with more cores.
+# FAITHBENCH_BUILD_THREADS overrides it (e.g. 1, to build a zoo under other numerics on purpose).
 BUILD_THREADS = 2
+
+
+def build_threads() -> int:
+    """Intra-op threads of a zoo build: ``$FAITHBENCH_BUILD_THREADS`` or :data:`BUILD_THREADS`."""
+    value = os.environ.get("FAITHBENCH_BUILD_THREADS", "")
+    if not value:
+        return BUILD_THREADS
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"FAITHBENCH_BUILD_THREADS={value!r}: expected a positive whole number of threads")
+    return int(value)
 
 
 @contextmanager
 def build_numerics() -> Iterator[dict]:
     """Fixed thread count for a build; yields what else decides its bits (see README, the zoo)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(BUILD_THREADS)
+    before, threads = torch.get_num_threads(), build_threads()
+    torch.set_num_threads(threads)
     try:
         yield {
-            "threads": BUILD_THREADS,
+            "threads": threads,
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "torch": str(torch.__version__),  # a str subclass that weights_only loading refuses
         }

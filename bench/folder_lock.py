@@ -1,0 +1,104 @@
+"""One writer per run folder: an exclusive ``flock`` on ``RUN/.lock``.
+
+The operating system releases the lock when its process ends, however it ends (``kill -9`` and a
+crashed node included), so a killed run never leaves a folder stuck; a second run (or ``rescore``)
+into a folder that a live process holds stops at once, before any compute, with one line naming the
+holder. The lock file stays behind (unlinking it would let two processes lock two different files);
+its content is only the last holder's description. On NFS, Linux emulates ``flock`` with POSIX
+locks, which lockd serves across hosts.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+from faithbench.errors import UserError
+
+LOCK_NAME = ".lock"
+
+
+def check_output_folder(out: Path) -> None:
+    """A one-line error when ``out`` cannot hold a run: an existing file, or a folder that cannot be written."""
+    out = Path(out)
+    for parent in (out, *out.parents):
+        if parent.exists() and not parent.is_dir():
+            raise UserError(f"--out {out}: {parent} is a file, not a folder; choose a folder for the run")
+        if parent.exists():
+            break
+
+
+class FolderLock:
+    """Exclusive ownership of a run folder for one process (``with FolderLock(out, "run"): ...``)."""
+
+    def __init__(self, folder: Path, purpose: str) -> None:
+        self.folder, self.purpose = Path(folder), purpose
+        self.path = self.folder / LOCK_NAME
+        self.created_folder = False
+        self._fd: int | None = None
+
+    def acquire(self) -> FolderLock:
+        check_output_folder(self.folder)
+        try:
+            self.created_folder = not self.folder.exists()
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise UserError(f"cannot write to {self.folder} ({exc.strerror}); choose a writable --out") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise UserError(f"cannot lock {self.path} ({exc.strerror})") from None
+            raise UserError(
+                f"{self.folder} is in use by another process ({self.holder()}); wait for it to finish, "
+                "or write to another folder (--out)"
+            ) from None
+        owner = {
+            "purpose": self.purpose,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "command": " ".join(sys.argv),
+        }
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps(owner).encode())
+        self._fd = fd
+        return self
+
+    def holder(self) -> str:
+        """The holder as its lock file describes it (written by the holder itself, after locking)."""
+        try:
+            owner = json.loads(self.path.read_text() or "{}")
+        except (OSError, ValueError):
+            owner = {}
+        if not owner:
+            return "holder unknown"
+        return (
+            f"{owner.get('purpose', '?')} by pid {owner.get('pid', '?')} on {owner.get('host', '?')} "
+            f"since {owner.get('since_utc', '?')}"
+        )
+
+    def release(self, *, remove_if_empty: bool = False) -> None:
+        """Unlock; with ``remove_if_empty``, a folder this lock created and nothing else wrote goes too."""
+        if self._fd is None:
+            return
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+        self._fd = None
+        if remove_if_empty and self.created_folder and [p.name for p in self.folder.iterdir()] == [LOCK_NAME]:
+            self.path.unlink(missing_ok=True)
+            self.folder.rmdir()
+
+    def __enter__(self) -> FolderLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
