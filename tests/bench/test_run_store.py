@@ -171,7 +171,7 @@ def test_a_run_that_fails_before_writing_leaves_no_folder(suite, tmp_path, monke
     assert not (tmp_path / "new").exists()
 
 
-PLUGIN = '''
+PLUGIN = """
 import torch
 from attributions import AttributionMethod, register_method
 
@@ -188,7 +188,7 @@ class Flat(AttributionMethod):
 
 
 VALUE = 1.0
-'''
+"""
 
 PLUGIN_SUITE = """
 name = "plugged"
