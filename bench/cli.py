@@ -96,9 +96,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         with _no_progress_bars(args.no_progress):
             results = run(suite, out, device=args.device, progress=not args.no_progress)
-    except KeyboardInterrupt:
-        sys.stderr.write(f"\ninterrupted: finished units are saved in {out}; run the same command to resume\n")
-        return 130
+    except KeyboardInterrupt as exc:
+        from bench.runner import Terminated
+
+        why = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        sys.stderr.write(f"\n{why}: finished units are saved in {out}; run the same command to resume\n")
+        return 143 if isinstance(exc, Terminated) else 130
     if results is None:  # a non-zero torchrun rank
         return 0
     if results.empty:
@@ -154,20 +157,29 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         tolerance=args.tolerance,
         rel_tolerance=args.rel_tolerance,
         two_sided=args.two_sided,
+        allow_new_rows=args.allow_new_rows,
     )
+    differences = table.attrs.get("differences", [])
+    if differences:  # what differs between the runs, before any score
+        sys.stdout.write("What differs between the runs:\n" + "".join(f"  {line}\n" for line in differences) + "\n")
     shown = table.copy()
     for col in ("mean_base", "mean_new", "delta", "delta_ci_low", "delta_ci_high"):
         fmt = "{:+.4f}" if col.startswith("delta") else "{:.4f}"
         shown[col] = shown[col].map(lambda v, fmt=fmt: "" if v != v else fmt.format(v))
+    if not shown["detail"].astype(bool).any():
+        shown = shown.drop(columns="detail")
     sys.stdout.write(to_text(shown) + "\n")
     bad = table[table["status"].isin(FAILING)]
+    settings = f"tolerance {args.tolerance}, relative {args.rel_tolerance}{', two-sided' if args.two_sided else ''}"
+    base_suite, new_suite = table.attrs.get("suites", ("", ""))
     if failed:
-        sys.stdout.write(
-            f"\nFAIL: {len(bad)} row(s) {', '.join(sorted(set(bad['status'])))} "
-            f"(tolerance {args.tolerance}, relative {args.rel_tolerance}{', two-sided' if args.two_sided else ''})\n"
-        )
+        other = f"; the runs are of different suites ({base_suite} vs {new_suite})" if base_suite != new_suite else ""
+        sys.stdout.write(f"\nFAIL: {len(bad)} row(s) {', '.join(sorted(set(bad['status'])))} ({settings}){other}\n")
         return 1
-    sys.stdout.write(f"\nOK: {len(table)} rows within tolerance {args.tolerance}\n")
+    accepted = int((table["status"] == "new").sum())
+    compared = len(table) - accepted
+    extra = f"; {accepted} new row(s) accepted (--allow-new-rows)" if accepted else ""
+    sys.stdout.write(f"\nOK: {compared} rows within tolerance ({settings}){extra}\n")
     return 0
 
 
@@ -248,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_cmp = sub.add_parser(
         "compare",
         parents=[common],
-        help="CI gate: per-(model, method, metric) differences, non-zero exit on regression",
+        help="CI gate: per-(model, method, metric) differences, non-zero exit on a regression or another protocol",
     )
     p_cmp.add_argument("baseline", help="baseline results.csv")
     p_cmp.add_argument("new", help="new results.csv")
@@ -260,6 +272,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="allowed change as a fraction of the baseline score (the larger allowance wins)",
     )
     p_cmp.add_argument("--two-sided", action="store_true", help="also fail when a score improves beyond tolerance")
+    p_cmp.add_argument(
+        "--allow-new-rows",
+        action="store_true",
+        help="accept (model, method, metric) rows only in NEW instead of failing on them (status new, not NEW)",
+    )
     p_cmp.set_defaults(func=_cmd_compare)
     add_perf_parser(sub, common)
     return parser
