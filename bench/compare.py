@@ -20,21 +20,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.report import read_results
+from bench.compare_inputs import (
+    COUNTS,
+    FAILING,
+    KEY,
+    ROW_PROTOCOL,
+    SHOWN,
+    SUITE_PROTOCOL,
+    key_text,
+    load_results,
+    load_run_record,
+    load_samples,
+    plural,
+)
 from faithbench.errors import UserError
 
-KEY = ["model", "method", "metric"]
-COUNTS = ["n", "n_undefined", "n_dropped"]
-REQUIRED = [*KEY, "mean", "higher_is_better", *COUNTS, "params"]
-FAILING = ["MISSING", "NEW", "PROTOCOL", "NAN", "COUNTS", "REGRESSED", "CHANGED"]
-# Row columns that say what a score means, compared where both files have them (besides params).
-ROW_PROTOCOL = ["aggregate", "unit", "seed"]
-# Keys of params that change the cost columns, never the scores.
-COST_PARAMS = frozenset({"max_batch"})
-# Suite settings (run.json) that change every score of the run.
-SUITE_PROTOCOL = ["dataset", "seed", "n_samples", "batch_size"]
-SHOWN = 3  # rows named per finding in the "what differs" header
-_ABSENT = object()
+_ABSENT = object()  # a key on one side only
 
 
 def paired_bootstrap(diffs: np.ndarray, n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:
@@ -46,135 +47,6 @@ def paired_bootstrap(diffs: np.ndarray, n_boot: int = 2000, seed: int = 0) -> tu
     means = diffs[rng.integers(0, diffs.size, size=(n_boot, diffs.size))].mean(axis=1)
     low, high = np.percentile(means, [2.5, 97.5])
     return float(low), float(high)
-
-
-# ----------------------------------------------------------------------------- reading and validation
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def _key_text(key: tuple) -> str:
-    return " / ".join(str(k) for k in key)
-
-
-def _numeric(frame: pd.DataFrame, col: str, where: str) -> pd.Series:
-    raw = frame[col]
-    values = pd.to_numeric(raw, errors="coerce")
-    bad = values.isna() & raw.notna()
-    if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise UserError(
-            f"{where}: column {col} holds a non-numeric value {raw.iloc[i]!r} "
-            f"(row {_key_text(tuple(frame[KEY].iloc[i]))})"
-        )
-    return values.astype(float)
-
-
-_TRUE, _FALSE = {"true", "1", "1.0", "yes"}, {"false", "0", "0.0", "no"}
-
-
-def _boolean(frame: pd.DataFrame, col: str, where: str) -> pd.Series:
-    out = []
-    for i, v in enumerate(frame[col]):
-        text = str(v).strip().lower() if not isinstance(v, bool | np.bool_) else str(bool(v)).lower()
-        if text not in _TRUE | _FALSE:
-            raise UserError(
-                f"{where}: column {col} holds {v!r}, not True or False (row {_key_text(tuple(frame[KEY].iloc[i]))})"
-            )
-        out.append(text in _TRUE)
-    return pd.Series(out, index=frame.index, dtype=bool)
-
-
-def _params(frame: pd.DataFrame, where: str) -> list[dict]:
-    out = []
-    for i, v in enumerate(frame["params"]):
-        if v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and not v.strip()):
-            out.append({})
-            continue
-        try:
-            parsed = json.loads(v) if isinstance(v, str) else v
-        except json.JSONDecodeError:
-            parsed = None
-        if not isinstance(parsed, dict):
-            text = str(v) if len(str(v)) <= 60 else str(v)[:57] + "..."
-            raise UserError(
-                f"{where}: column params holds {text!r}, not a JSON object (row {_key_text(tuple(frame[KEY].iloc[i]))})"
-            )
-        out.append({k: val for k, val in parsed.items() if k not in COST_PARAMS})
-    return out
-
-
-def _load(path: Path, side: str) -> pd.DataFrame:
-    """The rows of one side, validated; every problem is one line naming the file."""
-    where = f"{side} {path}"
-    frame = read_results(path)
-    missing = [c for c in REQUIRED if c not in frame.columns]
-    if missing:
-        raise UserError(
-            f"{where} lacks the column(s) {', '.join(missing)} that compare needs to gate "
-            f"(required: {', '.join(REQUIRED)})"
-        )
-    if frame.empty:
-        raise UserError(f"{where} has no result rows (only a header): nothing to compare")
-    frame = frame.reset_index(drop=True)
-    for col in KEY:
-        frame[col] = frame[col].astype(object).where(frame[col].notna(), "").astype(str)
-    dup = frame[frame.duplicated(KEY, keep="first")]
-    if len(dup):
-        keys = list(dict.fromkeys(dup[KEY].itertuples(index=False, name=None)))
-        shown = ", ".join(_key_text(k) for k in keys[:SHOWN]) + (
-            f" and {len(keys) - SHOWN} more" if len(keys) > SHOWN else ""
-        )
-        raise UserError(
-            f"{where} has {len(keys)} duplicated (model, method, metric) row{'s' if len(keys) != 1 else ''}: {shown}"
-        )
-    frame["mean"] = _numeric(frame, "mean", where)
-    for col in COUNTS:
-        frame[col] = _numeric(frame, col, where)
-    frame["higher_is_better"] = _boolean(frame, "higher_is_better", where)
-    frame["_params"] = _params(frame, where)
-    return frame
-
-
-def _samples(results_csv: Path, side: str) -> pd.DataFrame | None:
-    """``samples.csv`` beside a results file (None when absent or empty); an unreadable one is a user error."""
-    path = Path(results_csv).parent / "samples.csv"
-    if not path.is_file():
-        return None
-    try:
-        frame = pd.read_csv(path)
-    except pd.errors.EmptyDataError:
-        return None
-    except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
-        raise UserError(
-            f"{side} samples file {path} is not readable ({type(exc).__name__}: {str(exc).strip()}); "
-            "compare reads it for the confidence intervals: regenerate the run or remove the file"
-        ) from None
-    if frame.empty and len(frame.columns) <= 1:
-        return None
-    missing = [c for c in [*KEY, "sample_id", "value"] if c not in frame.columns]
-    if missing:
-        raise UserError(f"{side} samples file {path} lacks the column(s) {', '.join(missing)}")
-    frame = frame[[*KEY, "sample_id", "value"]].copy()
-    for col in [*KEY, "sample_id"]:
-        frame[col] = frame[col].astype(object).astype(str)
-    frame["value"] = _numeric(frame, "value", f"{side} samples file {path}")
-    return frame
-
-
-def _run_record(results_csv: Path, side: str) -> dict | None:
-    """The suite settings of ``run.json`` beside a results file (None when there is none)."""
-    path = Path(results_csv).parent / "run.json"
-    if not path.is_file():
-        return None
-    try:
-        record = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as exc:
-        raise UserError(f"{side} run record {path} is not readable JSON ({type(exc).__name__}: {exc})") from None
-    suite = record.get("suite") if isinstance(record, dict) else None
-    return suite if isinstance(suite, dict) else None
 
 
 # ----------------------------------------------------------------------------- differences
@@ -303,9 +175,9 @@ def compare(
     _check_tolerance("tolerance", tolerance)
     _check_tolerance("rel-tolerance", rel_tolerance)
     base_csv, new_csv = Path(base_csv), Path(new_csv)
-    base, new = _load(base_csv, "baseline"), _load(new_csv, "new")
-    rec_b, rec_n = _run_record(base_csv, "baseline"), _run_record(new_csv, "new")
-    sb, sn = _samples(base_csv, "baseline"), _samples(new_csv, "new")
+    base, new = load_results(base_csv, "baseline"), load_results(new_csv, "new")
+    rec_b, rec_n = load_run_record(base_csv, "baseline"), load_run_record(new_csv, "new")
+    sb, sn = load_samples(base_csv, "baseline"), load_samples(new_csv, "new")
 
     row_cols = [c for c in ROW_PROTOCOL if c in base.columns and c in new.columns]
     cols = [*KEY, "mean", "higher_is_better", *COUNTS, "_params", *row_cols]
@@ -356,16 +228,16 @@ def compare(
     if row_only:
         keys = Counter(k for _, d in row_only for k, _, _ in d if not k.startswith("suite."))
         differences.append(
-            f"protocol differs on {_plural(len(row_only), 'row')} (PROTOCOL, no confidence interval): "
-            + ", ".join(f"{k} ({_plural(n, 'row')})" for k, n in keys.most_common(6))
+            f"protocol differs on {plural(len(row_only), 'row')} (PROTOCOL, no confidence interval): "
+            + ", ".join(f"{k} ({plural(n, 'row')})" for k, n in keys.most_common(6))
         )
         for key, d in row_only[:SHOWN]:
-            differences.append(f"  {_key_text(key)}: {_changes([x for x in d if not x[0].startswith('suite.')][:4])}")
+            differences.append(f"  {key_text(key)}: {_changes([x for x in d if not x[0].startswith('suite.')][:4])}")
     if only_base.any():
-        differences.append(f"{_plural(int(only_base.sum()), 'row')} only in the baseline (MISSING)")
+        differences.append(f"{plural(int(only_base.sum()), 'row')} only in the baseline (MISSING)")
     if only_new.any():
         how = "new: accepted by --allow-new-rows" if allow_new_rows else "NEW: --allow-new-rows accepts them"
-        differences.append(f"{_plural(int(only_new.sum()), 'row')} only in the new run ({how})")
+        differences.append(f"{plural(int(only_new.sum()), 'row')} only in the new run ({how})")
 
     # Scores and counts.
     merged["delta"] = merged["mean_new"] - merged["mean_base"]

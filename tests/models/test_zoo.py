@@ -65,6 +65,7 @@ def test_training_is_deterministic(tiny, tmp_path, monkeypatch):
 
 def test_builds_use_a_fixed_thread_count_and_record_their_numerics(tiny, monkeypatch):
     """CPU kernels split reductions by thread count: a build must not depend on the machine's cores."""
+    monkeypatch.delenv("FAITHBENCH_BUILD_THREADS", raising=False)
     seen = []
     recipe = zoo.RECIPES.get("tiny")
     zoo.RECIPES.unregister("tiny")
@@ -150,3 +151,17 @@ def test_pretrained_downloads_fail_offline_with_a_clear_message(monkeypatch, nam
     monkeypatch.setattr(torchvision.models._api, "load_state_dict_from_url", offline)
     with pytest.raises(UserError, match="could not load .*no internet.*checkpoints.*offline zoo model"):
         load_model(name)
+
+
+def test_the_build_thread_count_can_be_set_on_purpose(monkeypatch):
+    """FAITHBENCH_BUILD_THREADS builds a zoo under other numerics (e.g. to test that nothing depends on one build's
+    bits); anything but a positive whole number is refused."""
+    from models.training import build_numerics, build_threads
+
+    monkeypatch.setenv("FAITHBENCH_BUILD_THREADS", "1")
+    with build_numerics() as numerics:
+        assert torch.get_num_threads() == 1 and numerics["threads"] == 1
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("FAITHBENCH_BUILD_THREADS", bad)
+        with pytest.raises(ValueError, match="FAITHBENCH_BUILD_THREADS"):
+            build_threads()
