@@ -193,14 +193,22 @@ def _conservation_terms(model: ModelAdapter, x, targets):
     return rows
 
 
+def _assert_conserved(logit, pixels, r_pos, r_bias) -> None:
+    """pixels + positional embedding + biases = logit, up to what the Gamma rule's stabiliser absorbs (zennit's 1e-6
+    added to every denominator): a share that depends on the weights (pre-activations near 0), measured up to 1.3e-4
+    of the terms' magnitude on a vit_mnist build, the same in float64 (so not rounding). A lost term (the positional
+    embedding's or the biases' share, 0.1-9 on these models) is far outside 1e-3 of it."""
+    scale = sum(abs(float(t)) for t in (logit, pixels, r_pos, r_bias))
+    torch.testing.assert_close(pixels + r_pos + r_bias, logit, rtol=0, atol=1e-3 * max(1.0, scale))
+
+
 def test_trained_standard_vit_conserves_relevance_up_to_its_biases_and_positional_embedding():
     """Pixels + positional embedding + biases = the logit: exact for any weights, so for any trained vit_mnist (the
     biases' share is the training's business: -0.002 of the logit on one machine's build, > 0.01 on another's)."""
     model = load_model("vit_mnist")
     x = model.encode(mnist_splits()[1].images[:2])
     for logit, pixels, r_pos, r_bias in _conservation_terms(model, x, torch.tensor([3, 8])):
-        scale = sum(abs(float(t)) for t in (logit, pixels, r_pos, r_bias))  # the terms cancel: float32 error ~ them
-        torch.testing.assert_close(pixels + r_pos + r_bias, logit, rtol=0, atol=1e-4 * max(1.0, scale))
+        _assert_conserved(logit, pixels, r_pos, r_bias)
 
 
 def test_a_vit_whose_biases_carry_relevance_conserves_it_only_with_their_share():
@@ -217,7 +225,7 @@ def test_a_vit_whose_biases_carry_relevance_conserves_it_only_with_their_share()
     model = ModelAdapter("seeded_vit", "standard", vit.eval(), normalized((0.5,), (0.5,)), 10, (28, 28), is_vit=True)
     x = model.encode(mnist_splits()[1].images[:2])
     for logit, pixels, r_pos, r_bias in _conservation_terms(model, x, torch.tensor([3, 8])):
-        torch.testing.assert_close(pixels + r_pos + r_bias, logit, rtol=1e-4, atol=1e-4)
+        _assert_conserved(logit, pixels, r_pos, r_bias)
         assert 0.5 < float(r_bias) < 1.5
 
 
