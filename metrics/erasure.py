@@ -17,7 +17,10 @@ Two summaries:
   positions ([CLS]/[SEP]).
 
 The explained class is the model's prediction by default (ERASER and the B-cos LM code explain
-the predicted class); ``target = "label"`` explains the true label instead.
+the predicted class); ``target = "label"`` explains the true label instead. p is the softmax over
+the classes for every model, B-cos models included, as the B-cos LM code computes it
+(``probability = "softmax"``); ``probability = "model"`` uses the model's own activation instead
+(sigmoid per class for the BCE-trained B-cos models).
 
 Scores are probabilities differences in [-1, 1]; papers report them x100.
 """
@@ -213,6 +216,9 @@ def comprehensiveness_sufficiency(
 
 
 TARGETS = ("predicted", "label")
+# p(.) of comp/suff: softmax over the classes for every model (the B-cos LM code, B-cos models included), or the
+# model's own activation (``model``: sigmoid per class for B-cos models trained with BCE).
+PROBABILITIES = ("softmax", "model")
 
 
 @dataclass(frozen=True)
@@ -221,6 +227,7 @@ class ErasureConfig(BaselineConfig):
 
     summary: str = "eraser"
     target: str = "predicted"  # the explained class: the model's prediction (ERASER, B-cos LM) or the label
+    probability: str = "softmax"  # p(.): softmax for every model (B-cos LM code) or ``model`` (its own activation)
 
     cli: ClassVar[dict[str, str]] = {}
 
@@ -228,6 +235,7 @@ class ErasureConfig(BaselineConfig):
         super().__post_init__()
         ERASURE_SUMMARIES.get(self.summary)
         check_choice(self.target, "target", TARGETS)
+        check_choice(self.probability, "probability", PROBABILITIES)
 
 
 def _part(name: str) -> Callable[[Unit, ErasureConfig], MetricResult]:
@@ -246,7 +254,7 @@ def _part(name: str) -> Callable[[Unit, ErasureConfig], MetricResult]:
                 summary=cfg.summary,
                 baseline=unit_baseline(unit, cfg, ids),
                 feature_mask=unit.sample_feature_mask(),
-                activation=unit.model.activation,
+                activation="softmax" if cfg.probability == "softmax" else unit.model.activation,
                 chunk_size=unit.eval_batch,
             ),
         )

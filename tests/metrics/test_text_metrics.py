@@ -1,6 +1,7 @@
 """The text metrics through the runner's hooks, on a hand-built bag-of-words model with known answers."""
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -82,6 +83,22 @@ def test_comprehensiveness_and_sufficiency_known_answers(baseline, removed, kept
     # n = 3 tokens ([CLS] / [SEP] are not features): k = max(1, floor(3 r)) = 1 at every ERASER fraction.
     assert comp.values.item() == pytest.approx(original - p0(removed), abs=1e-6)
     assert suff.values.item() == pytest.approx(original - p0(kept_only), abs=1e-6)
+
+
+def test_comp_and_suff_use_softmax_for_every_model_and_the_models_own_sigmoid_only_when_asked():
+    """B-cos LM code: p is the softmax over the classes, B-cos models included; ``probability = "model"`` uses the
+    model's activation. [CLS] a a b [SEP] with the top token masked: logits (2.002, 1.002) -> (1.002, 4.002)."""
+    sigmoid_model = replace(bag_of_words(), activation="sigmoid")
+    unit = unit_of(sigmoid_model, "input_x_gradient", [sentence(CLASS0, CLASS0, CLASS1)], [0])
+    softmax = evaluate("comprehensiveness", unit, ErasureConfig(baseline="mask-token"))
+    assert softmax.values.item() == pytest.approx(p0([2.002, 1.002]) - p0([1.002, 4.002]), abs=1e-6)  # 0.684
+    assert softmax.params["probability"] == "softmax"
+    unit = unit_of(sigmoid_model, "input_x_gradient", [sentence(CLASS0, CLASS0, CLASS1)], [0])
+    own = evaluate("comprehensiveness", unit, ErasureConfig(baseline="mask-token", probability="model"))
+    sigmoid = torch.tensor([2.002, 1.002]).sigmoid()
+    assert own.values.item() == pytest.approx((sigmoid[0] - sigmoid[1]).item(), abs=1e-6)  # 0.150: another number
+    with pytest.raises(ValueError, match="unknown probability 'sigmoid'; valid choices: 'softmax', 'model'"):
+        ErasureConfig(baseline="mask-token", probability="sigmoid")
 
 
 def test_text_models_refuse_image_baselines_and_images_refuse_token_baselines():
