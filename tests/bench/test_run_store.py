@@ -216,7 +216,7 @@ def test_an_edited_plugin_method_is_recomputed_not_reused(tmp_path):
         return pd.read_csv(out / "results.csv").set_index("metric").loc["entropy", "mean"]
 
     first = entropy()
-    (tmp_path / "edited_plugin.py").write_text(PLUGIN.replace("VALUE = 1.0", "VALUE = 0.0"))
+    (tmp_path / "edited_plugin.py").write_text(PLUGIN.replace("VALUE = 1.0", "VALUE = 1000.0"))
     edited = entropy()
     assert edited != pytest.approx(first)
     fresh = out.with_name("fresh")
