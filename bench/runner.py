@@ -84,7 +84,10 @@ def plugin_sources(suite: Suite, method: Any) -> list[Path]:
             files += sorted(path.parent.rglob("*.py"))
         elif path.name:
             files.append(path)
-    method_file = inspect.getsourcefile(type(method))
+    try:
+        method_file = inspect.getsourcefile(type(method))
+    except TypeError:  # a class defined where no file backs it (a notebook cell, exec): nothing to hash
+        method_file = None
     if method_file and not Path(method_file).resolve().is_relative_to(ROOT):
         files.append(Path(method_file))
     return files

@@ -248,3 +248,26 @@ def test_sigterm_is_an_interrupt_and_the_rerun_says_what_it_resumes(suite, tmp_p
     again = subprocess.run(command, capture_output=True, text=True)
     assert again.returncode == 0, again.stderr[-2000:]
     assert f"resuming {out}: {len(done)} of 3 units done" in again.stderr
+
+
+def test_a_method_class_without_a_source_file_still_runs(suite):
+    """A method defined in a notebook cell or by exec has no file to hash; the plan must not fail on it."""
+    import types
+
+    from attributions import AttributionMethod
+    from bench.runner import plugin_sources
+    from bench.suite import load_suite
+
+    module = types.ModuleType("notebook_cell")
+    exec(  # noqa: S102 - a class with no file behind it, as a notebook cell defines it
+        "from attributions import AttributionMethod\n"
+        "class Cell(AttributionMethod):\n"
+        "    name = 'cell'\n"
+        "    description = 'defined without a file'\n"
+        "    def _attribute(self, model, inputs, targets):\n"
+        "        return inputs.sum(1)\n",
+        module.__dict__,
+    )
+    assert issubclass(module.Cell, AttributionMethod)
+    module.Cell.__module__ = "notebook_cell"
+    assert plugin_sources(load_suite(str(suite)), module.Cell()) == []
