@@ -177,7 +177,7 @@ def compare(
     base_csv, new_csv = Path(base_csv), Path(new_csv)
     base, new = load_results(base_csv, "baseline"), load_results(new_csv, "new")
     rec_b, rec_n = load_run_record(base_csv, "baseline"), load_run_record(new_csv, "new")
-    sb, sn = load_samples(base_csv, "baseline"), load_samples(new_csv, "new")
+    samples_b, samples_n = load_samples(base_csv, "baseline"), load_samples(new_csv, "new")
 
     row_cols = [c for c in ROW_PROTOCOL if c in base.columns and c in new.columns]
     cols = [*KEY, "mean", "higher_is_better", *COUNTS, "_params", *row_cols]
@@ -284,8 +284,8 @@ def compare(
 
     # Paired CIs, only over rows scored with the same protocol on both sides.
     ci_low, ci_high = np.full(len(merged), np.nan), np.full(len(merged), np.nan)
-    if sb is not None and sn is not None:
-        paired = sb.merge(sn, on=[*KEY, "sample_id"], suffixes=("_base", "_new"))
+    if samples_b is not None and samples_n is not None:
+        paired = samples_b.merge(samples_n, on=[*KEY, "sample_id"], suffixes=("_base", "_new"))
         paired["diff"] = paired["value_new"] - paired["value_base"]
         groups = {k: g["diff"].to_numpy() for k, g in paired.groupby(KEY)}
         for i in np.flatnonzero(both & ~protocol):

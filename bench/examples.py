@@ -29,7 +29,8 @@ def compute_examples(run_dir: Path, results: pd.DataFrame) -> dict[tuple[str, st
     from models import load_model
 
     try:
-        suite = build_suite(json.loads((run_dir / "run.json").read_text())["suite"], str(run_dir / "run.json"))
+        record = json.loads((run_dir / "run.json").read_text())
+        suite = build_suite(record["suite"], str(run_dir / "run.json"))
     except (OSError, KeyError, json.JSONDecodeError, UserError) as exc:
         print(f"[faithbench] no example panel: cannot rebuild the run's suite ({exc})", file=sys.stderr)
         return {}
@@ -38,11 +39,7 @@ def compute_examples(run_dir: Path, results: pd.DataFrame) -> dict[tuple[str, st
         return {}
     spec, cfg = METRICS.get(metric), suite.config(metric)
     pairs = results[["model", "method"]].drop_duplicates().itertuples(index=False, name=None)
-    try:
-        record = json.loads((run_dir / "run.json").read_text())
-        keys = {(u["model"], u["method"]): u["key"] for u in record.get("units", [])}  # exactly this run's units
-    except (OSError, KeyError, TypeError, json.JSONDecodeError):
-        keys = {}
+    keys = {(u["model"], u["method"]): u["key"] for u in record.get("units", [])}  # exactly this run's units
     device = resolve_device("auto")
     data = load_data(suite)
     examples: dict[tuple[str, str], dict] = {}

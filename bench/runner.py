@@ -187,7 +187,8 @@ def resume_count(store: RunStore, plans: dict[tuple[str, str], str]) -> int:
             unit = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
             continue
-        found += plans.get((unit.get("model"), unit.get("method"))) == unit.get("plan_key")
+        plan = unit.get("plan_key")
+        found += plan is not None and plans.get((unit.get("model"), unit.get("method"))) == plan
     return found
 
 
@@ -225,10 +226,11 @@ def _run(suite: Suite, out: Path, dev: torch.device, shard: Shard, progress: boo
     writer = _Writer(out, suite, provenance(dev, suite.seed), active=shard.rank == 0)
     jobs = [(model_name, *job) for model_name in suite.models for job in suite.jobs()]
     plans = {}
-    for model_name, label, registered, params in jobs:
+    for label, registered, params in suite.jobs():  # the plugin sources are read once per method, not per model
         method = get_method(registered, **params)
         plugins = source_identity(plugin_sources(suite, method))
-        plans[(model_name, label)] = plan_key(suite, model_name, label, method.params, plugins)
+        for model_name in suite.models:
+            plans[(model_name, label)] = plan_key(suite, model_name, label, method.params, plugins)
     if shard.rank == 0 and (out / "run.json").exists():
         tqdm.write(f"resuming {out}: {resume_count(writer.store, plans)} of {len(jobs)} units done", file=sys.stderr)
     bar = tqdm(

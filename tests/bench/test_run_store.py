@@ -271,3 +271,17 @@ def test_a_method_class_without_a_source_file_still_runs(suite):
     assert issubclass(module.Cell, AttributionMethod)
     module.Cell.__module__ = "notebook_cell"
     assert plugin_sources(load_suite(str(suite)), module.Cell()) == []
+
+
+def test_resume_counts_only_units_of_this_plan(tmp_path):
+    """A unit of an older faithbench (no plan key) or of another plan is not counted as done."""
+    from bench.results import RunStore
+    from bench.runner import resume_count
+
+    store = RunStore(tmp_path)
+    store.units.mkdir()
+    for method, plan in (("gradient", "p1"), ("gradcam", "other"), ("lime", None), ("unplanned", None)):
+        unit = {"model": "cnn_mnist", "method": method, **({"plan_key": plan} if plan else {})}
+        (store.units / f"cnn_mnist__{method}.json").write_text(json.dumps(unit))
+    plans = {("cnn_mnist", "gradient"): "p1", ("cnn_mnist", "gradcam"): "p2", ("cnn_mnist", "lime"): "p3"}
+    assert resume_count(store, plans) == 1
