@@ -25,6 +25,7 @@ from attributions import get_method
 from bench.data import load_data
 from bench.evaluate import evaluate_unit
 from bench.folder_lock import FolderLock
+from bench.pairing import load_shared
 from bench.report import read_results
 from bench.results import RunStore, provenance
 from bench.runner import resolve_device, sample_ids
@@ -109,6 +110,7 @@ def _rescore(
         raise UserError(f"{run_dir} has no finished units to re-score")
     data = load_data(suite)
     ids = sample_ids(suite, len(data.labels))
+    shared = load_shared(run_dir)  # the items the run's models shared (GridPG's images): the same grids again
     prov = {**provenance(dev, suite.seed), "rescored_from": str(run_dir), "rescore_settings": json.dumps(settings)}
     # Only metrics whose table the settings touch are scored again (with no settings: all of them, the check
     # that replay reproduces the run); the others keep the run's records.
@@ -128,7 +130,7 @@ def _rescore(
             models = {unit["model"]: (load_model(unit["model"], device=dev), {})}
         model, model_cache = models[unit["model"]]
         job = Unit(model, method, data.images, data.labels, ids, suite.batch_size, dev, model_cache=model_cache,
-                   max_batch=suite.max_batch, maps=maps, replay=True)  # fmt: skip
+                   max_batch=suite.max_batch, maps=maps, replay=True, shared=shared)  # fmt: skip
         metrics = {m: rec for m, rec in unit["metrics"].items() if m not in per_metric}
         for metric in per_metric:
             try:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import platform
 import subprocess
 from collections.abc import Iterable
@@ -34,8 +33,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from scipy import stats
 
+from bench.intervals import summarise
 from faithbench.errors import UserError
 from faithbench.io import atomic_torch_save, atomic_write_text
 
@@ -51,6 +50,7 @@ RESULT_COLUMNS = [
     "mean",
     "std",
     "n",
+    "n_clusters",
     "ci_low",
     "ci_high",
     "n_undefined",
@@ -141,18 +141,6 @@ def provenance(device: torch.device, seed: int) -> dict[str, str]:
     }
 
 
-def summarise(values: np.ndarray) -> dict[str, float]:
-    """Mean, std, n and a 95% Student-t confidence interval of the finite values."""
-    finite = values[np.isfinite(values)]
-    n = int(finite.size)
-    if n == 0:
-        return {"mean": math.nan, "std": math.nan, "n": 0, "ci_low": math.nan, "ci_high": math.nan}
-    mean = float(finite.mean())
-    std = float(finite.std(ddof=1)) if n > 1 else 0.0
-    half = float(stats.t.ppf(0.975, n - 1) * std / math.sqrt(n)) if n > 1 else 0.0
-    return {"mean": mean, "std": std, "n": n, "ci_low": mean - half, "ci_high": mean + half}
-
-
 _RERUN = "run the run's `bench run` command into the folder again: it recomputes what is missing"
 
 
@@ -178,10 +166,10 @@ class RunStore:
     def save_unit(self, unit: dict) -> None:
         atomic_write_text(self.unit_path(unit["model"], unit["method"]), json.dumps(unit))
 
-    def save_record(self, suite: dict, prov: dict, units: Iterable[dict]) -> None:
-        """run.json: the suite, the provenance and the manifest of the run's units."""
+    def save_record(self, suite: dict, prov: dict, units: Iterable[dict], shared: dict | None = None) -> None:
+        """run.json: the suite, the provenance, the manifest of the run's units and the items shared by models."""
         manifest = [{"model": u["model"], "method": u["method"], "key": u["key"]} for u in units]
-        record = {"suite": suite, "provenance": prov, "units": manifest}
+        record = {"suite": suite, "provenance": prov, "units": manifest, **({"shared": shared} if shared else {})}
         atomic_write_text(self.out / "run.json", json.dumps(record, indent=2))
 
     def read_record(self) -> dict:
@@ -255,13 +243,15 @@ class RunStore:
             for metric, rec in unit["metrics"].items():
                 values = np.asarray(rec["values"], dtype=float)
                 undefined = np.asarray(rec["undefined"], dtype=bool)
+                size = int(rec["params"].get("cluster_size", 1))  # GridPG: the cells of one grid
+                clusters = np.asarray(rec["sample_ids"], dtype=np.int64) // size
                 row = {
                     "suite": suite,
                     **ident,
                     "family": unit["family"],
                     "metric": metric,
                     "aggregate": "mean",
-                    **summarise(values),
+                    **summarise(values, clusters if size > 1 else None),
                     "n_undefined": int(undefined.sum()),
                     "n_dropped": int((~np.isfinite(values)).sum()),
                     "unit": rec["unit"],
@@ -283,6 +273,7 @@ class RunStore:
                             **ident,
                             "metric": metric,
                             "sample_id": rec["sample_ids"],
+                            "cluster_id": clusters,
                             "value": values,
                             "undefined": undefined,
                         }

@@ -12,8 +12,6 @@ methods whose maps agree are flagged (:mod:`bench.identity`).
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 import json
 import signal
 import sys
@@ -33,7 +31,9 @@ from bench.evaluate import evaluate_unit, merge_shards
 from bench.folder_lock import FolderLock
 from bench.identity import fingerprint, identical_pairs, warning_line
 from bench.identity import write as write_identical
-from bench.results import ROOT, RunStore, code_identity, provenance, source_identity
+from bench.pairing import SharedItems, save_shared, share_items, shared_digest
+from bench.plan import plan_key, plugin_sources, resume_count, unit_key
+from bench.results import RunStore, provenance, source_identity
 from bench.suite import Suite
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
@@ -73,45 +73,6 @@ def sample_ids(suite: Suite, n_images: int) -> torch.Tensor:
     return torch.randperm(n_images, generator=gen)[: suite.n_samples].sort().values
 
 
-def plugin_sources(suite: Suite, method: Any) -> list[Path]:
-    """Source files of code outside faithbench that a unit runs: the suite's plugin modules (a package: every
-    ``.py`` file in it) and the file of the method's class when it is not faithbench's own."""
-    files = []
-    for name in suite.plugins:
-        module = sys.modules.get(name)
-        path = Path(getattr(module, "__file__", "") or "")
-        if path.name == "__init__.py":
-            files += sorted(path.parent.rglob("*.py"))
-        elif path.name:
-            files.append(path)
-    try:
-        method_file = inspect.getsourcefile(type(method))
-    except TypeError:  # a class defined where no file backs it (a notebook cell, exec): nothing to hash
-        method_file = None
-    if method_file and not Path(method_file).resolve().is_relative_to(ROOT):
-        files.append(Path(method_file))
-    return files
-
-
-def plan_key(suite: Suite, model_name: str, method: str, method_params: dict, plugins: str = "") -> str:
-    """What a unit's scores depend on that is known before its model loads: the suite's evaluation
-    settings, the model's name, the method and its parameters, faithbench's code and the plugins' code."""
-    payload = {
-        "settings": suite.evaluation_settings(),
-        "model": model_name,
-        "method": method,
-        "method_params": method_params,
-        "code": code_identity(),
-        "plugins": plugins,
-    }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def unit_key(plan: str, weights_sha256: str) -> str:
-    """The resume key of a unit: its plan key and its model's weights."""
-    return hashlib.sha256(f"{plan}:{weights_sha256}".encode()).hexdigest()
-
-
 def _load_model(name: str, device: torch.device, shard: Shard) -> ModelAdapter:
     """Rank 0 builds (or loads) a zoo model first, so that ranks never build the same checkpoint at once."""
     if shard.rank != 0:
@@ -126,8 +87,9 @@ class _Writer:
     """Rank 0's result files. Nothing is written before the first unit starts; from then on run.json (the
     suite, provenance and the manifest of finished units) and the tables always describe this run."""
 
-    def __init__(self, out: Path, suite: Suite, prov: dict, active: bool) -> None:
+    def __init__(self, out: Path, suite: Suite, prov: dict, active: bool, shared: dict[str, SharedItems]) -> None:
         self.store, self.suite, self.prov, self.active = RunStore(out), suite, prov, active
+        self.shared = shared
         self.done: list[dict] = []
         self.skipped: list[dict] = []
         self.identical: list[dict] = []  # method pairs with the same maps (bench.identity)
@@ -138,6 +100,7 @@ class _Writer:
         """Take the folder over for this run: a previous run's tables and manifest are replaced at once."""
         if self.active and not self.started:
             self.started = True
+            save_shared(self.store.out, self.shared)  # rescore rebuilds the same items from it
             self.flush()
 
     def add(self, unit: dict, new: bool) -> None:
@@ -164,7 +127,8 @@ class _Writer:
         atomic_write_text(self.store.out / "skipped.json", json.dumps(self.skipped, indent=2))
         write_identical(self.store.out, self.identical)
         frame = self.store.write_tables(self.done, self.suite.name)
-        self.store.save_record(self.suite.to_dict(), self.prov, self.done)  # last: it names the tables' units
+        shared = {name: items.record() for name, items in self.shared.items()}
+        self.store.save_record(self.suite.to_dict(), self.prov, self.done, shared)  # last: it names the units
         return frame
 
 
@@ -174,22 +138,6 @@ class Terminated(KeyboardInterrupt):
 
 def _raise_terminated(signum: int, frame: Any) -> None:
     raise Terminated
-
-
-def resume_count(store: RunStore, plans: dict[tuple[str, str], str]) -> int:
-    """How many of the planned (model, method) units the folder already holds for the same plan (their
-    models' weights are checked when each model loads)."""
-    if not store.units.is_dir():
-        return 0
-    found = 0
-    for path in store.units.glob("*.json"):
-        try:
-            unit = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue
-        plan = unit.get("plan_key")
-        found += plan is not None and plans.get((unit.get("model"), unit.get("method"))) == plan
-    return found
 
 
 def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) -> Any:
@@ -223,7 +171,10 @@ def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) ->
 def _run(suite: Suite, out: Path, dev: torch.device, shard: Shard, progress: bool) -> Any:
     data = load_data(suite)
     ids = sample_ids(suite, len(data.labels))
-    writer = _Writer(out, suite, provenance(dev, suite.seed), active=shard.rank == 0)
+    batch = min(4 * suite.batch_size, suite.max_batch)
+    shared = share_items(suite, data, dev, lambda name: _load_model(name, dev, shard), batch)
+    digest = shared_digest(shared)  # part of every unit's key: the items depend on every deciding model
+    writer = _Writer(out, suite, provenance(dev, suite.seed), shard.rank == 0, shared)
     jobs = [(model_name, *job) for model_name in suite.models for job in suite.jobs()]
     plans = {}
     for label, registered, params in suite.jobs():  # the plugin sources are read once per method, not per model
@@ -254,7 +205,7 @@ def _run(suite: Suite, out: Path, dev: torch.device, shard: Shard, progress: boo
                     bar.update()
                     continue
                 plan = plans[(model_name, method_name)]
-                key = unit_key(plan, model.weights_sha256)
+                key = unit_key(plan, model.weights_sha256, digest)
                 stored = writer.store.load_unit(model_name, method_name, key) if shard.rank == 0 else None
                 cached = shard.broadcast(stored)
                 if cached is not None:
@@ -275,6 +226,7 @@ def _run(suite: Suite, out: Path, dev: torch.device, shard: Shard, progress: boo
                     model_cache,
                     max_batch=suite.max_batch,
                     maps=MapStore() if suite.store_maps else None,
+                    shared=shared,
                 )
                 parts = shard.gather(evaluate_unit(unit, suite))
                 if unit.maps is not None and len(unit.maps):  # each rank its shard's maps, before the unit is done

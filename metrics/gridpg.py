@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -27,9 +27,12 @@ from attributions.windows import ExplainFn, explain_grids
 from metrics._checks import check_choice, check_finite, check_positive_int, check_tensor
 from metrics._share import target_share
 from metrics.gridpg_presets import GRIDPG_PRESETS, VIT_WINDOWS, ZERO_MASS_RULES, GridPGPreset, get_preset
-from metrics.grids import TILINGS, grid_side, make_grids, select_grids
+from metrics.grids import PAIRINGS, TILINGS, grid_eligibility, grid_side, make_grids, select_grids
 from metrics.spec import Example, MetricResult, MetricSpec, Unit
 from metrics.types import Scores
+
+if TYPE_CHECKING:
+    from models.adapter import ModelAdapter
 
 # --------------------------------------------------------------------------- the score
 
@@ -151,13 +154,16 @@ def gridpg_maps(
 
 @dataclass(frozen=True)
 class GridPGConfig:
-    """``[gridpg]``: the protocol preset, how many grids to select per model, and optional overrides of the
-    preset: its ViT geometry (``vit_windows = "none"``: whole grids in one pass), its smoothing kernel
-    (``smooth``: 0 = the preset's, 1 = none, k = a k x k mean filter) and its zero-mass rule. The last two
-    only change the scoring, so ``bench rescore`` can apply them to a finished run's maps."""
+    """``[gridpg]``: the protocol preset, how many grids to select per model (0: every grid the data allows),
+    whose images they use (``pairing``: ``per-model``, each model its own confident images as the papers do, or
+    ``shared``, images every model of the suite classifies correctly and confidently, so that models are
+    compared on the same grids), and overrides of the preset: its ViT geometry (``vit_windows = "none"``: whole
+    grids in one pass), its smoothing kernel (``smooth``: 0 = the preset's, 1 = none, k = a k x k mean filter)
+    and its zero-mass rule. The last two only change the scoring (``bench rescore`` can apply them)."""
 
     preset: str = "bcos-v2"
     n_grids: int = 24
+    pairing: str = "per-model"  # per-model | shared
     vit_windows: str = "preset"  # preset | none | sum-padded | mean-unpadded
     smooth: int = 0
     zero_mass: str = "preset"
@@ -169,7 +175,9 @@ class GridPGConfig:
 
     def __post_init__(self) -> None:
         get_preset(self.preset)
-        check_positive_int(self.n_grids, "n_grids")
+        if self.n_grids != 0:  # 0: every selectable grid
+            check_positive_int(self.n_grids, "n_grids")
+        check_choice(self.pairing, "pairing", PAIRINGS)
         check_choice(self.vit_windows, "vit_windows", ("preset", *VIT_WINDOWS))
         check_choice(self.zero_mass, "zero_mass", ("preset", *ZERO_MASS_RULES))
         if (
@@ -201,12 +209,32 @@ class PreparedGrids:
     info: dict[str, Any]
 
 
+def pairing_models(cfg: GridPGConfig, suite_models: tuple[str, ...]) -> tuple[str, ...]:
+    """The models whose images fill every model's grids: all of the suite's under ``shared``, else none."""
+    return suite_models if cfg.pairing == "shared" else ()
+
+
+def eligibility(
+    model: ModelAdapter, images: Tensor, labels: Tensor, cfg: GridPGConfig, device: torch.device, batch: int
+) -> tuple[Tensor, Tensor]:
+    """One model's part of a shared grid choice (:func:`metrics.grids.grid_eligibility`)."""
+    logits = model.predict_logits(images, batch, device)
+    return grid_eligibility(cfg.effective_preset(), labels, logits, model.activation)
+
+
 def prepare_grids(unit: Unit, cfg: GridPGConfig) -> PreparedGrids:
     preset = cfg.effective_preset()
     model = unit.model
     logits = model.predict_logits(unit.images, unit.eval_batch, unit.device)
+    shared = unit.shared.get("gridpg")
     sel = select_grids(
-        preset, unit.labels, logits, is_vit=model.is_vit, n_grids=cfg.n_grids, activation=model.activation
+        preset,
+        unit.labels,
+        logits,
+        is_vit=model.is_vit,
+        n_grids=cfg.n_grids or None,
+        activation=model.activation,
+        shared=None if shared is None else (shared.eligible, shared.score),
     )
     n = preset.grid_size(model.is_vit)
     if len(sel.indices) == 0:
@@ -220,6 +248,8 @@ def prepare_grids(unit: Unit, cfg: GridPGConfig) -> PreparedGrids:
         "n_grids": int(sel.indices.shape[0]),
         "n_candidates": sel.n_candidates,
         "n_dropped": sel.n_dropped,
+        "pairing": f"shared ({len(shared.models)} models)" if shared is not None else "per-model",
+        "cluster_size": n * n,  # the cells of one grid: intervals and tests are by grid
     }
     grids = model.encode(make_grids(unit.images, sel.indices, tiling=preset.tiling)).to(unit.device)
     return PreparedGrids(grids, unit.labels[sel.indices].to(unit.device), info)
@@ -282,4 +312,6 @@ SPEC = MetricSpec(
     plot="bar",
     ground_truth=True,
     example=example,
+    pairing=pairing_models,
+    eligibility=eligibility,
 )

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from metrics.gridpg_presets import GridPGPreset
 
 TILINGS = ("column-major", "row-major")
+PAIRINGS = ("per-model", "shared")  # whose images fill a model's grids: its own, or those all models share
 
 
 def make_grids(images: Tensor, indices: Tensor, *, tiling: str = "column-major") -> Tensor:
@@ -63,6 +64,8 @@ def select_by_confidence(
     n_grids: int | None,
     threshold: float = 0.5,
     seed: int = 42,
+    eligible: Tensor | None = None,
+    score: Tensor | None = None,
 ) -> GridSelection:
     """B-cos v2 selection: confident correct images of distinct classes, most confident first.
 
@@ -71,7 +74,8 @@ def select_by_confidence(
     unused image has ``sigmoid(max logit) > threshold``. While at least N^2 classes are available,
     N^2 distinct available classes are drawn at random (``numpy.random.RandomState(seed)``,
     without replacement) and each contributes its next image. Stops after ``n_grids`` grids
-    (``None`` = as many as possible).
+    (``None`` = as many as possible). ``eligible`` and ``score`` (M,) replace the candidates and their order
+    (items shared across models, see :func:`grid_eligibility`).
     """
     check_tensor(labels, "labels")
     check_tensor(logits, "logits", min_dim=2, floating=True)
@@ -79,8 +83,10 @@ def select_by_confidence(
         raise ValueError(f"labels ({labels.shape[0]}) and logits ({logits.shape[0]}) differ in length")
     check_finite(logits, "logits")
     conf = logits.detach().max(dim=1).values.double()
-    eligible = (logits.argmax(dim=1) == labels) & (conf.sigmoid() > threshold)
-    idx = draw_distinct_classes(labels, conf, eligible, per_block=grid_size**2, n_blocks=n_grids, seed=seed)
+    if eligible is None:
+        eligible = (logits.argmax(dim=1) == labels) & (conf.sigmoid() > threshold)
+    order = conf if score is None else score
+    idx = draw_distinct_classes(labels, order, eligible, per_block=grid_size**2, n_blocks=n_grids, seed=seed)
     return GridSelection(indices=idx, n_candidates=idx.shape[0], n_dropped=0)
 
 
@@ -136,21 +142,42 @@ def select_grids(
     is_vit: bool,
     n_grids: int | None,
     activation: str = "softmax",
+    shared: tuple[Tensor, Tensor] | None = None,
 ) -> GridSelection:
     """Select grid images from per-image ``logits`` (M, K) following ``preset``.
 
     ``activation`` maps logits to class probabilities for the ``random-partners`` rule (softmax
-    for standard models, sigmoid for B-cos models as in ALOE).
+    for standard models, sigmoid for B-cos models as in ALOE). ``shared``: (eligible, score) of images
+    shared by several models (:func:`grid_eligibility` of each, combined), used instead of this model's.
     """
     n = preset.grid_size(is_vit)
+    eligible, score = shared if shared is not None else (None, None)
     if preset.selection == "confidence":
         return select_by_confidence(
-            labels, logits, grid_size=n, n_grids=n_grids, threshold=preset.threshold, seed=preset.seed
+            labels,
+            logits,
+            grid_size=n,
+            n_grids=n_grids,
+            threshold=preset.threshold,
+            seed=preset.seed,
+            eligible=eligible,
+            score=score,
         )
-    probs = to_probabilities(logits, activation)
-    p_label = probs.gather(1, labels.long().unsqueeze(1)).squeeze(1)
-    eligible = (logits.argmax(dim=1) == labels) & (p_label > preset.threshold)
+    if eligible is None:
+        eligible, _ = grid_eligibility(preset, labels, logits, activation)
     return select_random_partners(labels, eligible, grid_size=n, n_grids=n_grids, seed=preset.seed)
+
+
+def grid_eligibility(preset: GridPGPreset, labels: Tensor, logits: Tensor, activation: str) -> tuple[Tensor, Tensor]:
+    """One model's part of a shared grid choice: (M,) whether each image may fill a cell under ``preset``'s rule
+    (classified correctly, and confidently: ``sigmoid(max logit)`` for ``confidence``, the label's probability
+    for ``random-partners``, above the threshold) and (M,) the label's probability under ``activation``, by
+    which shared images are ordered (their mean over the models)."""
+    p_label = to_probabilities(logits, activation).gather(1, labels.long().unsqueeze(1)).squeeze(1).double()
+    correct = logits.argmax(dim=1) == labels
+    if preset.selection == "confidence":
+        return correct & (logits.detach().max(dim=1).values.double().sigmoid() > preset.threshold), p_label
+    return correct & (p_label > preset.threshold), p_label
 
 
 def grid_side(n_cells: int, name: str) -> int:

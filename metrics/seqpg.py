@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -27,6 +27,11 @@ from metrics._share import target_share
 from metrics.sequences import SEGMENT_LENGTHS, SequenceSet, build_sequences, truncate_segments
 from metrics.spec import MetricResult, MetricSpec, Unit
 from metrics.types import Scores
+
+if TYPE_CHECKING:
+    from models.adapter import ModelAdapter
+
+INPUT_FORMATS = ("sentence-pair", "concatenated")
 
 
 def sequence_pointing_game(
@@ -79,7 +84,12 @@ def sequence_pointing_game(
 @dataclass(frozen=True)
 class SeqPGConfig:
     """``[seqpg]``: how the sequences are built (defaults: the issue's 2 segments of 20 tokens; B-cos LM's 0.75
-    confidence and seed 42) and scored."""
+    confidence and seed 42) and scored.
+
+    ``sequences_from``: the model whose predictions choose the segments (B-cos LM builds them once with the
+    conventional model and reuses them for every model: name it here; empty: each model chooses its own,
+    recorded as ``per-model``). ``input_format``: ``sentence-pair`` (the seed code's ``[CLS] s1 [SEP] s2
+    [SEP]``) or ``concatenated`` (``[CLS] s1 s2 [SEP]``)."""
 
     n_segments: int = 2
     segment_length: int = 20  # content tokens per segment ([CLS] / [SEP] not counted)
@@ -87,6 +97,8 @@ class SeqPGConfig:
     n_sequences: int = 100  # at most this many sequences (fewer when the classes run out)
     seed: int = 42
     zero_mass: str = "zero"
+    sequences_from: str = ""
+    input_format: str = "sentence-pair"
 
     cli: ClassVar[dict[str, str]] = {}
 
@@ -96,6 +108,7 @@ class SeqPGConfig:
         if not 0.0 <= self.min_confidence <= 1.0:
             raise ValueError(f"min_confidence must be a probability in [0, 1], got {self.min_confidence}")
         check_choice(self.zero_mass, "zero_mass rule", ("zero", "nan"))
+        check_choice(self.input_format, "input_format", INPUT_FORMATS)
 
 
 @dataclass(frozen=True)
@@ -108,51 +121,103 @@ class PreparedSequences:
     info: dict[str, Any]
 
 
-def prepare_sequences(unit: Unit, cfg: SeqPGConfig) -> PreparedSequences:
-    """Segments: the first ``segment_length`` tokens of every evaluation text that long, kept where the model
-    classifies the segment alone (as ``[CLS] segment [SEP]``) correctly with ``min_confidence``."""
-    model, ids, length = unit.model, unit.images, cfg.segment_length
-    vocab = model.encoding.vocab  # a text model's TokenEncoding
+def _segments(model: ModelAdapter, ids: Tensor, labels: Tensor, length: int) -> tuple[Tensor, Tensor, Tensor]:
+    """(segments (M', L), their labels, the texts they came from): the first ``length`` tokens of every text
+    that long (rows are ``[CLS] tokens [SEP] pad``)."""
     long_enough = (model.feature_mask(ids).sum(dim=1) >= length).nonzero().flatten()
-    segments, labels = ids[long_enough, 1 : 1 + length], unit.labels[long_enough]  # rows are [CLS] tokens [SEP] ...
+    return ids[long_enough, 1 : 1 + length], labels[long_enough], long_enough
 
-    def wrap(tokens: Tensor) -> Tensor:
-        n = tokens.shape[0]
-        return torch.cat([tokens.new_full((n, 1), vocab.cls), tokens, tokens.new_full((n, 1), vocab.sep)], dim=1)
 
-    info: dict[str, Any] = {**to_dict(cfg), "n_long_enough": len(long_enough), "n_confident": 0}
+def _wrap(vocab: Any, tokens: Tensor) -> Tensor:
+    """``[CLS] segment [SEP]`` rows."""
+    n = tokens.shape[0]
+    return torch.cat([tokens.new_full((n, 1), vocab.cls), tokens, tokens.new_full((n, 1), vocab.sep)], dim=1)
+
+
+def segment_confidence(model: ModelAdapter, ids: Tensor, labels: Tensor, cfg: SeqPGConfig, device: Any, batch: int):
+    """Every evaluation text's (eligible (M,), confidence (M,)): its truncated segment alone (``[CLS] segment
+    [SEP]``) is long enough and classified correctly with ``min_confidence``; confidence = p(label)."""
+    segments, labels_kept, kept = _segments(model, ids, labels, cfg.segment_length)
+    eligible = torch.zeros(len(ids), dtype=torch.bool)
+    confidence = torch.zeros(len(ids), dtype=torch.float64)
+    if len(kept):
+        probs = model.probabilities(model.predict_logits(_wrap(model.encoding.vocab, segments), batch, device))
+        p = probs.gather(1, labels_kept.view(-1, 1).to(probs.device)).squeeze(1).double().cpu()
+        correct = (probs.argmax(dim=1).cpu() == labels_kept) & (p >= cfg.min_confidence)
+        eligible[kept], confidence[kept] = correct, p
+    return eligible, confidence
+
+
+def _inputs(vocab: Any, seq: SequenceSet, n_segments: int, length: int, fmt: str) -> tuple[Tensor, Tensor]:
+    """Token ids and segment ids (-1 outside every segment) of the sequences in ``fmt``."""
+    n = len(seq.tokens)
+    cls, sep = seq.tokens.new_full((n, 1), vocab.cls), seq.tokens.new_full((n, 1), vocab.sep)
+    outside = torch.full((n, 1), -1, dtype=torch.long)
+    if fmt == "concatenated":
+        return torch.cat([cls, seq.tokens, sep], 1), torch.cat([outside, seq.segment_ids, outside], 1)
+    tokens, segment_ids = [cls], [outside]
+    for k in range(n_segments):
+        part = slice(k * length, (k + 1) * length)
+        tokens += [seq.tokens[:, part], sep]
+        segment_ids += [seq.segment_ids[:, part], outside]
+    return torch.cat(tokens, 1), torch.cat(segment_ids, 1)
+
+
+def prepare_sequences(unit: Unit, cfg: SeqPGConfig) -> PreparedSequences:
+    """Segments: the first ``segment_length`` tokens of every evaluation text that long, kept where the deciding
+    model (``sequences_from``, else this one) classifies the segment alone correctly with ``min_confidence``."""
+    model, length = unit.model, cfg.segment_length
+    vocab = model.encoding.vocab  # a text model's TokenEncoding
+    shared = unit.shared.get("seqpg")
+    segments, labels, kept = _segments(model, unit.images, unit.labels, length)
+    info: dict[str, Any] = {
+        **to_dict(cfg),
+        "n_long_enough": len(kept),
+        "n_confident": 0,
+        "sequences_from": ",".join(shared.models) if shared is not None else "per-model",
+        "cluster_size": 1,
+    }
 
     def none_built(why: str) -> PreparedSequences:
         print(f"[faithbench] no SeqPG sequence for {model.name}: {why}", file=sys.stderr)
-        empty = torch.empty(0, cfg.n_segments * length + 2, dtype=torch.long)
+        pair = cfg.input_format == "sentence-pair"  # [CLS] s1 [SEP] s2 [SEP] vs [CLS] s1 s2 [SEP]
+        width = cfg.n_segments * length + (cfg.n_segments + 1 if pair else 2)
+        empty = torch.empty(0, width, dtype=torch.long)
         return PreparedSequences(torch.empty(0), empty, empty[:, : cfg.n_segments], {**info, "n_sequences_built": 0})
 
-    if len(long_enough) == 0:
+    if len(kept) == 0:
         return none_built(f"no evaluation text has {length} tokens; choose a shorter segment_length")
-    probs = model.probabilities(model.predict_logits(wrap(segments), unit.eval_batch, unit.device))
-    confidence = probs.gather(1, labels.view(-1, 1)).squeeze(1)
-    correct = probs.argmax(dim=1) == labels
-    info["n_confident"] = int((correct & (confidence >= cfg.min_confidence)).sum())
+    if shared is None:
+        eligible, confidence = segment_confidence(model, unit.images, unit.labels, cfg, unit.device, unit.eval_batch)
+    else:
+        eligible, confidence = shared.eligible, shared.score
+    eligible, confidence = eligible[kept], confidence[kept]
+    info["n_confident"] = int(eligible.sum())
     try:
         seq = build_sequences(
             segments,
             labels,
             confidence,
-            correct,
+            eligible,
             n_segments=cfg.n_segments,
             n_sequences=cfg.n_sequences,
-            min_confidence=cfg.min_confidence,
+            min_confidence=0.0,  # eligible already holds the confidence rule (of the deciding model)
             seed=cfg.seed,
         )
     except ValueError as exc:
         return none_built(str(exc))
-    outside = torch.full((len(seq.tokens), 1), -1, dtype=torch.long)
+    tokens, segment_ids = _inputs(vocab, seq, cfg.n_segments, length, cfg.input_format)
     return PreparedSequences(
-        model.encode(wrap(seq.tokens)).to(unit.device),
-        torch.cat([outside, seq.segment_ids, outside], dim=1).to(unit.device),
+        model.encode(tokens).to(unit.device),
+        segment_ids.to(unit.device),
         seq.segment_labels.to(unit.device),
         {**info, "n_sequences_built": len(seq.tokens)},
     )
+
+
+def pairing_models(cfg: SeqPGConfig, suite_models: tuple[str, ...]) -> tuple[str, ...]:
+    """The model whose predictions choose every model's segments (``sequences_from``), or none."""
+    return (cfg.sequences_from,) if cfg.sequences_from else ()
 
 
 def evaluate(unit: Unit, cfg: SeqPGConfig) -> MetricResult:
@@ -190,6 +255,8 @@ SPEC = MetricSpec(
     table="seqpg",
     plot="bar",
     ground_truth=True,
+    pairing=pairing_models,
+    eligibility=segment_confidence,
 )
 
 __all__ = [

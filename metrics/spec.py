@@ -85,6 +85,10 @@ class MetricSpec:
             unit's method (no row is written for that unit), or None when it does.
         ground_truth: the metric knows where the explained evidence is (a grid cell, a segment), so it
             can score the ``oracle`` control (its hook asks ``method.from_truth``); other metrics skip it.
+        pairing: hook ``pairing(config, suite_models) -> model names`` that decide the metric's items for every
+            model of the suite (empty: each model chooses its own); ``eligibility(model, images, labels,
+            config, device, batch) -> (eligible (M,) bool, score (M,))`` is one model's part of that choice.
+            The runner combines them (:mod:`bench.pairing`) into :attr:`Unit.shared`.
     """
 
     name: str
@@ -104,6 +108,8 @@ class MetricSpec:
     unavailable: str = ""
     applies: Callable[[Unit], str | None] | None = None
     ground_truth: bool = False
+    pairing: Callable[[Any, tuple[str, ...]], tuple[str, ...]] | None = None
+    eligibility: Callable[..., tuple[Tensor, Tensor]] | None = None
 
     def availability(self, modality: str) -> str | None:
         """Why the metric cannot run in a suite of ``modality`` (None: it can). ``list`` and ``run`` both use it."""
@@ -130,6 +136,8 @@ class Unit:
         explain_time: seconds spent explaining, by explanation key (each key its own increment).
         maps: a :class:`~metrics.mapstore.MapStore` that records every explanation (``replay=False``) or
             serves them instead of the method (``replay=True``: re-scoring a finished run).
+        shared: items shared across the suite's models, by metric name (``bench.pairing.SharedItems``:
+            ``eligible`` and ``score`` per item); a metric not in it chooses its items per model.
     """
 
     model: ModelAdapter
@@ -147,6 +155,7 @@ class Unit:
     max_batch: int = 256
     maps: MapStore | None = None
     replay: bool = False
+    shared: dict[str, Any] = field(default_factory=dict)
 
     @property
     def explain_batch(self) -> int:

@@ -13,6 +13,8 @@ from bcos.modules import BcosConv2d, BcosLinear, LogitLayer
 from bcos.modules.norms import BatchNormUncentered2d, DetachableLayerNorm, NoBias
 from torch import Tensor, nn
 
+from models.vit_heads import TokenClassifierViT
+
 
 class ConvDigitNet(nn.Module):
     """ccexam's ``MNISTNet`` with its fully connected head written as convolutions.
@@ -60,44 +62,66 @@ def ccexam_mnist_cnn() -> ConvDigitNet:
 
 
 class GapDigitNet(nn.Module):
-    """A standard CNN with a global-average-pooled head: conv features -> GAP -> linear.
+    """A standard CNN with a global-average-pooled head.
 
     features: conv3x3(16) BN ReLU maxpool conv3x3(32) BN ReLU maxpool conv3x3(64) BN ReLU conv3x3(64) BN
-    ReLU (receptive field 26 px, about one 28 px digit); head: the mean over positions, then
-    Linear(64, C). Any input size: on a GridPG grid every position's features see (about) one cell.
+    ReLU (receptive field 26 px, about one 28 px digit). ``classifier_before_pooling`` (default, TPAMI
+    App. C): a 1x1 convolution classifies every position, then the class maps are averaged; otherwise the
+    features are averaged, then a Linear(64, C) classifies (the same function for this linear head; the
+    order matters once the head becomes a B-cos layer). Any input size: on a GridPG grid every position's
+    features see (about) one cell.
     """
 
-    def __init__(self, in_channels: int = 1, num_classes: int = 10, widths: tuple[int, ...] = (16, 32, 64, 64)) -> None:
+    def __init__(
+        self,
+        in_channels: int = 1,
+        num_classes: int = 10,
+        widths: tuple[int, ...] = (16, 32, 64, 64),
+        *,
+        classifier_before_pooling: bool = True,
+    ) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         for i, (cin, cout) in enumerate(zip((in_channels, *widths), widths, strict=False)):
             layers += [nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU()]
             layers += [nn.MaxPool2d(2)] if i < 2 else []
         self.features = nn.Sequential(*layers)
+        self.classifier_before_pooling = classifier_before_pooling
         self.pool = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten())
-        self.head = nn.Linear(widths[-1], num_classes)
+        self.head = (
+            nn.Conv2d(widths[-1], num_classes, 1) if classifier_before_pooling else nn.Linear(widths[-1], num_classes)
+        )
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.classifier_before_pooling:
+            return self.pool(self.head(self.features(x)))
         return self.head(self.pool(self.features(x)))
 
 
 def bcos_gap_cnn(
-    in_channels: int = 2, num_classes: int = 10, *, b: float = 2, max_out: int = 1, widths=(16, 32, 64, 64)
+    in_channels: int = 2,
+    num_classes: int = 10,
+    *,
+    b: float = 2,
+    max_out: int = 1,
+    widths=(16, 32, 64, 64),
+    classifier_before_pooling: bool = True,
 ) -> nn.Sequential:
     """:class:`GapDigitNet`'s geometry as a from-scratch B-cos CNN from the official layers: B-cos convs with
     bias-free uncentred BatchNorm, no ReLU (``max_out=2``: every unit the maximum of 2 B-cos units, TPAMI
-    Sec. 3.3.1), average pooling, GAP, a B-cos linear head and the logit bias -log(C - 1)."""
+    Sec. 3.3.1), average pooling, and the logit bias -log(C - 1). The head: a 1x1 B-cos convolution on every
+    position, then the mean (``classifier_before_pooling``, TPAMI App. C: a B-cos head's ``|cos|`` scale is
+    then computed per position, so a grid cell's class can win locally), or the mean, then a B-cos linear."""
     layers: list[nn.Module] = []
     for i, (cin, cout) in enumerate(zip((in_channels, *widths), widths, strict=False)):
         layers += [BcosConv2d(cin, cout, 3, padding=1, b=b, max_out=max_out), NoBias(BatchNormUncentered2d)(cout)]
         layers += [nn.AvgPool2d(2)] if i < 2 else []
-    return nn.Sequential(
-        *layers,
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-        BcosLinear(widths[-1], num_classes, b=b),
-        LogitLayer(logit_bias=-math.log(num_classes - 1)),
-    )
+    pool = [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
+    if classifier_before_pooling:
+        head = [BcosConv2d(widths[-1], num_classes, 1, b=b), *pool]
+    else:
+        head = [*pool, BcosLinear(widths[-1], num_classes, b=b)]
+    return nn.Sequential(*layers, *head, LogitLayer(logit_bias=-math.log(num_classes - 1)))
 
 
 def bcos_digit_cnn(in_channels: int = 2, num_classes: int = 10, *, b: float = 2, max_out: int = 1) -> nn.Sequential:
@@ -151,10 +175,19 @@ def digit_vit(channels: int = 1, num_classes: int = 10, *, depth: int = 6, dim: 
     )
 
 
-def bcos_digit_vit(channels: int = 2, num_classes: int = 10, *, depth: int = 6, dim: int = 64) -> nn.Sequential:
+def bcos_digit_vit(
+    channels: int = 2,
+    num_classes: int = 10,
+    *,
+    depth: int = 6,
+    dim: int = 64,
+    classifier_before_pooling: bool = True,
+) -> nn.Sequential:
     """A B-cos ViT as TPAMI's (the ``bcos`` package's ImageNet ``vit_final`` B-cos config): SimpleViT
     on the [x, 1 - x] input with B-cos linear layers (B = 2), bias-free detachable LayerNorm, no MLP
-    activation, plain q/k/v, and the logit bias -log(C - 1); the geometry of :func:`digit_vit`."""
+    activation, plain q/k/v, and the logit bias -log(C - 1); the geometry of :func:`digit_vit`.
+    ``classifier_before_pooling``: the head classifies every token, then the tokens are averaged
+    (:class:`~models.vit_heads.TokenClassifierViT`); otherwise SimpleViT's mean, then the head."""
     vit = _digit_simple_vit(
         channels,
         num_classes,
@@ -164,4 +197,5 @@ def bcos_digit_vit(channels: int = 2, num_classes: int = 10, *, depth: int = 6, 
         norm_layer=NoBias(DetachableLayerNorm),
         act_layer=nn.Identity,
     )
-    return nn.Sequential(vit, LogitLayer(logit_bias=-math.log(num_classes - 1)))
+    body = TokenClassifierViT(vit) if classifier_before_pooling else vit
+    return nn.Sequential(body, LogitLayer(logit_bias=-math.log(num_classes - 1)))

@@ -6,8 +6,10 @@ The recipe (B-cosification Table 1, Sec. 3.2), in two stages:
    mean (m, 1 - m) and std (s, s); the first layer's weights w become (w/2, -w/2); every
    conv / linear becomes the official ``bcos`` B-cos layer wrapping the original (unnormalised)
    weights; BatchNorm becomes uncentred with the mean folded into its bias; LayerNorm and GELU
-   become detachable. With ``b=1`` and biases kept the model computes exactly the original
-   function (tested).
+   become detachable; a linear classifier after a global average pool moves in front of it (a 1x1
+   convolution; a SimpleViT classifies every token). With ``b=1`` and biases kept the model computes
+   exactly the original function (tested), except that a ViT head's LayerNorm, now per token, does not
+   commute with the mean (``classifier_before_pooling=False`` keeps the order).
 2. Functional changes: B = 2 everywhere, every bias removed (conv, linear, norm shifts), max
    pooling replaced by average pooling, a logit bias of -log(C - 1) appended; then fine-tuning.
 
@@ -22,9 +24,12 @@ import math
 from collections.abc import Sequence
 
 import torch
+from bcos.models.vit import SimpleViT
 from bcos.modules import BcosConv2d, BcosLinear, DetachableModule, LogitLayer
 from bcos.modules.norms import BatchNormUncentered2d, DetachableLayerNorm
 from torch import Tensor, nn
+
+from models.vit_heads import TokenClassifierViT
 
 
 class DetachableGELU(DetachableModule):
@@ -194,6 +199,52 @@ def remove_biases(model: nn.Module) -> None:
             m.bias = None
 
 
+def _is_global_pool(m: nn.Module) -> bool:
+    return isinstance(m, nn.AdaptiveAvgPool2d) and m.output_size in (1, (1, 1))
+
+
+def classify_before_pooling(net: nn.Module) -> nn.Module:
+    """Move a pooled model's linear classifier in front of its global average pooling (in place; returns the
+    model, wrapped when it is a SimpleViT). CNN: the one ``AdaptiveAvgPool2d(1)`` becomes ``Sequential(1x1
+    conv with the classifier's weights, the pool)`` and the ``Linear`` after it an ``Identity`` (the
+    model's own forward is unchanged, so flattening in between still works); ``bcos`` SimpleViT: its head
+    classifies every token, then the tokens are averaged. A linear head computes the same function either
+    way; a model without a global pool before its last Linear (a class token, a dense head) is left as is."""
+    if isinstance(net, SimpleViT):
+        return TokenClassifierViT(net)
+    named = list(net.named_modules())
+    pools = [i for i, (_, m) in enumerate(named) if _is_global_pool(m)]
+    if not pools:
+        return net
+    if len(pools) > 1:
+        raise ValueError(
+            f"classifier_before_pooling: {len(pools)} global average pools ({', '.join(named[i][0] for i in pools)}); "
+            "pass classifier_before_pooling=False"
+        )
+    after = [(n, m) for n, m in named[pools[0] + 1 :] if isinstance(m, nn.Linear)]
+    if not after:
+        return net
+    if len(after) > 1:
+        raise ValueError(
+            f"classifier_before_pooling: {len(after)} Linear layers after the global pool "
+            f"({', '.join(n for n, _ in after)}), not one linear classifier; pass classifier_before_pooling=False"
+        )
+    (head_name, head), pool_name = after[0], named[pools[0]][0]
+    conv = nn.Conv2d(head.in_features, head.out_features, 1, bias=head.bias is not None)
+    with torch.no_grad():
+        conv.weight.copy_(head.weight.view(*head.weight.shape, 1, 1))
+        if head.bias is not None:
+            conv.bias.copy_(head.bias)
+    _replace(net, pool_name, nn.Sequential(conv, named[pools[0]][1]))
+    _replace(net, head_name, nn.Identity())
+    return net
+
+
+def _replace(root: nn.Module, dotted: str, new: nn.Module) -> None:
+    parent, _, name = dotted.rpartition(".")
+    setattr(root.get_submodule(parent) if parent else root, name, new)
+
+
 def bcosify(
     model: nn.Module,
     *,
@@ -206,6 +257,7 @@ def bcosify(
     avgpool_for_maxpool: bool = True,
     num_classes: int | None = None,
     plain_linear: Sequence[str] = ("to_qkv", "qkv"),
+    classifier_before_pooling: bool = True,
 ) -> nn.Sequential:
     """B-cosify a copy of ``model`` (which takes ``image_channels`` inputs normalised by mean/std).
 
@@ -219,6 +271,9 @@ def bcosify(
         plain_linear: Linear layers (by attribute name) that stay plain, e.g. attention's q/k/v
             projection, whose dynamics are the attention matrix. ``nn.MultiheadAttention`` (torchvision
             ViTs) is rewritten as :class:`DetachableSelfAttention`.
+        classifier_before_pooling: move the linear classifier in front of the global average pooling
+            (:func:`classify_before_pooling`; B-cosification's ``gap_reorder``, TPAMI App. C). False keeps the
+            model's order (ALOE's linear probe reads the pooled tokens).
     Returns:
         ``nn.Sequential(InputNormalization, model[, LogitLayer])`` taking [x, 1 - x] input.
     """
@@ -237,6 +292,8 @@ def bcosify(
     if first_layer not in modules:
         raise ValueError(f"first_layer {first_layer!r} is not a module of the model")
     _expand_first_layer(modules[first_layer], image_channels)
+    if classifier_before_pooling and not isinstance(net, SimpleViT):
+        net = classify_before_pooling(net)  # before the swap: the new 1x1 conv becomes a B-cos conv with the rest
     _swap(net, b, set(plain_linear))
     if avgpool_for_maxpool:
         for parent in net.modules():
@@ -245,6 +302,8 @@ def bcosify(
                     setattr(parent, name, nn.AvgPool2d(child.kernel_size, child.stride, child.padding))
     if not keep_bias:
         remove_biases(net)
+    if classifier_before_pooling and isinstance(net, SimpleViT):
+        net = classify_before_pooling(net)
     net.eval()  # swapped-in modules start in training mode
     layers: list[nn.Module] = [
         InputNormalization(list(mean) + [1 - m for m in mean], list(std) * 2),

@@ -33,16 +33,17 @@ TEST_BED = (
     from_scratch(
         GAP_CNN,
         "standard",
-        f"CNN with a global-average-pooled head (4 convs, BN, ReLU), trained 6 epochs on a {CANVAS} px canvas",
+        f"CNN with a global-average-pooled head (4 convs, BN, ReLU; 1x1 conv classifier, then the mean), trained "
+        f"6 epochs on a {CANVAS} px canvas",
         GapDigitNet,
-        params={"epochs": 6, "lr": 3e-3, "seed": 0, "canvas": CANVAS},
+        params={"epochs": 6, "lr": 3e-3, "seed": 0, "canvas": CANVAS, "classifier_before_pooling": True},
         conv_layer="features",
     ),
     bcosified(
         "bcosified_cnn_gap_mnist",
         GAP_CNN,
         GapDigitNet,
-        f"{GAP_CNN} B-cosified (B = 2, no biases, avg-pool) and fine-tuned 3 epochs with BCE",
+        f"{GAP_CNN} B-cosified (B = 2, no biases, avg-pool) and fine-tuned 3 epochs, BCE with 1/C off-targets",
         **GAP_TUNE,
     ),
     *(
@@ -66,16 +67,25 @@ TEST_BED = (
         "bcos_vit_mnist",
         "bcos",
         "B-cos ViT (TPAMI's config: B-cos linear layers, B = 2, bias-free LayerNorm, no MLP activation; "
-        "vit_mnist's geometry) trained from scratch 15 epochs with BCE",
+        "vit_mnist's geometry; every token classified, then the mean) trained from scratch 15 epochs with BCE "
+        "(non-target classes at 1/C)",
         bcos_digit_vit,
-        params={"epochs": 15, "lr": 1e-3, "seed": 0, "shift": 2},
+        params={
+            "epochs": 15,
+            "lr": 1e-3,
+            "seed": 0,
+            "shift": 2,
+            "target_encoding": "uniform",
+            "classifier_before_pooling": True,
+        },
         is_vit=True,
     ),
     bcosified(
         "bcosified_vit_mnist",
         "vit_mnist",
         digit_vit,
-        "vit_mnist B-cosified (B = 2, no biases) and fine-tuned 5 epochs with labels and BCE, no alignment "
+        "vit_mnist B-cosified (B = 2, no biases, every token classified, then the mean) and fine-tuned 5 epochs with "
+        "labels and BCE (non-target classes at 1/C), no alignment "
         "(ALOE's baseline)",
         epochs=5,
         lr=1e-3,
@@ -100,7 +110,7 @@ for _recipe in (
         "bcosified_cnn_mnist",
         "cnn_mnist",
         ConvDigitNet,
-        "cnn_mnist B-cosified (B = 2, no biases, avg-pool) and fine-tuned 3 epochs with BCE",
+        "cnn_mnist B-cosified (B = 2, no biases, avg-pool) and fine-tuned 3 epochs, BCE with 1/C off-targets",
         epochs=3,
         lr=1e-3,
         conv_layer="1.features",
@@ -116,15 +126,20 @@ for _recipe in (
     Recipe(
         "aloe_vit_mnist",
         "aloe",
-        "B-cosified copy of vit_mnist aligned label-free to it (ALOE), then a B-cos linear probe",
+        "B-cosified copy of vit_mnist aligned label-free to it (ALOE), then a B-cos linear probe on the mean token "
+        "(BCE, non-target classes at 1/C)",
         BCOS,
-        lambda: bcosify_digits(digit_vit(), b=2.0, keep_bias=False, first_layer=VIT_PATCHES),
+        lambda: bcosify_digits(
+            digit_vit(), b=2.0, keep_bias=False, first_layer=VIT_PATCHES, classifier_before_pooling=False
+        ),
         aloe_train,
         params={
             "alignment": asdict(AlignmentConfig(max_epochs=20, lr=1e-3, seed=0)),  # every field, so defaults count
             "probe_epochs": 5,
             "probe_lr": 1e-2,
             "seed": 0,
+            "target_encoding": "uniform",
+            "classifier_before_pooling": False,  # ALOE's probe reads the pooled tokens (its released code)
         },
         depends=("vit_mnist",),
         is_vit=True,

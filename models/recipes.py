@@ -30,6 +30,19 @@ from models.training import accuracy, train_classifier
 STANDARD = normalized(MNIST_MEAN, MNIST_STD)
 BCOS = bcos_inverse(1)
 BCE_LOGIT_BIAS = -math.log(9)  # -log(C - 1): the B-cos logit bias for 10 classes
+# B-cos training targets (TPAMI Sec. 3.2.2 / App. C; B-cosification's and ALOE's code): the non-target classes at
+# 1/C ("uniform", the default) or 0 ("one_hot"). Recorded in every B-cos recipe's params.
+TARGET_ENCODINGS = {"uniform": "bce_uniform", "one_hot": "bce"}
+
+
+def bce_loss(p: dict) -> str:
+    """The training loss of a B-cos recipe's ``target_encoding``."""
+    encoding = p["target_encoding"]
+    if encoding not in TARGET_ENCODINGS:
+        raise ValueError(f"unknown target_encoding {encoding!r}; valid: {', '.join(TARGET_ENCODINGS)}")
+    return TARGET_ENCODINGS[encoding]
+
+
 VIT_PATCHES = "to_patch_embedding.linear"  # the layer of a digit ViT that sees the image
 
 
@@ -66,9 +79,10 @@ def no_training(model: nn.Module, deps: dict, p: dict) -> dict:
 
 
 def _train_from_scratch(
-    model: nn.Module, deps: dict, p: dict, *, encoding: InputEncoding, loss: str, desc: str
+    model: nn.Module, deps: dict, p: dict, *, encoding: InputEncoding, bcos: bool, desc: str
 ) -> dict:
     train, _ = mnist_splits()
+    loss = bce_loss(p) if bcos else "ce"
     train_classifier(
         model,
         encoding,
@@ -84,7 +98,9 @@ def _train_from_scratch(
     return {}
 
 
-def bcosify_digits(source: nn.Module, *, b: float, keep_bias: bool, first_layer: str | None) -> nn.Sequential:
+def bcosify_digits(
+    source: nn.Module, *, b: float, keep_bias: bool, first_layer: str | None, classifier_before_pooling: bool = True
+) -> nn.Sequential:
     return bcosify(
         source,
         image_channels=1,
@@ -94,6 +110,7 @@ def bcosify_digits(source: nn.Module, *, b: float, keep_bias: bool, first_layer:
         b=b,
         keep_bias=keep_bias,
         first_layer=first_layer,
+        classifier_before_pooling=classifier_before_pooling,
     )
 
 
@@ -110,7 +127,7 @@ def _bcosified_train(model: nn.Module, deps: dict, p: dict, *, desc: str, **conv
         epochs=p["epochs"],
         lr=p["lr"],
         seed=p["seed"],
-        loss="bce",
+        loss=bce_loss(p),
         shift=p.get("shift", 0),
         canvas=p.get("canvas", 0),
         desc=desc,
@@ -121,7 +138,7 @@ def _bcosified_train(model: nn.Module, deps: dict, p: dict, *, desc: str, **conv
 def aloe_train(model: nn.Module, deps: dict, p: dict) -> dict:
     train, _ = mnist_splits()
     teacher = deps["vit_mnist"]
-    student = bcosify(teacher, image_channels=1, mean=MNIST_MEAN, std=MNIST_STD, first_layer=VIT_PATCHES)
+    student = bcosify_digits(teacher, b=2.0, keep_bias=False, first_layer=VIT_PATCHES, classifier_before_pooling=False)
     log = align(
         student,
         teacher,
@@ -144,7 +161,7 @@ def aloe_train(model: nn.Module, deps: dict, p: dict) -> dict:
         epochs=p["probe_epochs"],
         lr=p["probe_lr"],
         seed=p["seed"],
-        loss="bce",
+        loss=bce_loss(p),
         params=head,
         desc="aloe probe",
     )
@@ -160,7 +177,7 @@ def from_scratch(name: str, family: str, description: str, architecture: Callabl
     encoding, activation and logit bias) for B-cos ones; ``kw``: ``params`` and Recipe fields."""
     bcos = family == "bcos"
     encoding = BCOS if bcos else STANDARD
-    train = partial(_train_from_scratch, encoding=encoding, loss="bce" if bcos else "ce", desc=name)
+    train = partial(_train_from_scratch, encoding=encoding, bcos=bcos, desc=name)
     extra = {"activation": "sigmoid", "logit_bias": BCE_LOGIT_BIAS} if bcos else {}
     return Recipe(name, family, description, encoding, architecture, train, **extra, **kw)
 
@@ -180,10 +197,19 @@ def bcosified(
     keep_bias: bool = False,
     is_vit: bool = False,
     conv_layer: str | None = None,
+    target_encoding: str = "uniform",
+    classifier_before_pooling: bool = True,
 ) -> Recipe:
-    """``bcosify(source)`` with B = ``b`` (biases removed unless ``keep_bias``), fine-tuned with BCE."""
-    conversion = {"b": b, "keep_bias": keep_bias, "first_layer": VIT_PATCHES if is_vit else None}
+    """``bcosify(source)`` with B = ``b`` (biases removed unless ``keep_bias``, the classifier moved before the
+    global pooling unless not ``classifier_before_pooling``), fine-tuned with BCE on ``target_encoding``."""
+    conversion = {
+        "b": b,
+        "keep_bias": keep_bias,
+        "first_layer": VIT_PATCHES if is_vit else None,
+        "classifier_before_pooling": classifier_before_pooling,
+    }
     params: dict = {"epochs": epochs, "lr": lr, "seed": seed}
+    params |= {"target_encoding": target_encoding, "classifier_before_pooling": classifier_before_pooling}
     # Only deviations from the B-cosification recipe are recorded, so the main recipes keep their hashes.
     params |= {"shift": shift} if shift else {}
     params |= {"canvas": canvas} if canvas else {}
@@ -216,6 +242,7 @@ def bcos_cnn(
     shift: int = 0,
     canvas: int = 0,
     gap: bool = False,
+    target_encoding: str = "uniform",
 ) -> Recipe:
     """A from-scratch B-cos CNN with every layer's B = ``b``: :func:`bcos_digit_cnn` (dense head slid as
     a 7x7 convolution), or with ``gap`` :func:`bcos_gap_cnn` (:class:`GapDigitNet`'s geometry)."""
@@ -224,12 +251,15 @@ def bcos_cnn(
     params |= {"max_out": max_out} if max_out != 1 else {}
     params |= {"shift": shift} if shift else {}
     params |= {"canvas": canvas} if canvas else {}
+    params |= {"target_encoding": target_encoding}
+    params |= {"classifier_before_pooling": True} if gap else {}  # the dense head is a convolution already
     unit = f", MaxOut {max_out}" if max_out > 1 else ""
-    head = ", GAP head" if gap else ""
+    head = ", 1x1 classifier then GAP" if gap else ""
     return from_scratch(
         name,
         "bcos",
-        f"B-cos CNN (B = {b:g}{unit}{head}, official bcos layers) trained from scratch {epochs} epochs, BCE",
+        f"B-cos CNN (B = {b:g}{unit}{head}, official bcos layers) trained from scratch {epochs} epochs, BCE "
+        f"({'non-target classes at 1/C' if target_encoding == 'uniform' else 'one-hot targets'})",
         partial(bcos_gap_cnn if gap else bcos_digit_cnn, b=b, max_out=max_out),
         params=params,
         conv_layer="9",

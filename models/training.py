@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
+from bcos.modules.losses import UniformOffLabelsBCEWithLogitsLoss
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
@@ -20,6 +21,9 @@ Encode = Callable[[Tensor], Tensor]
 # thread count, so a free count would give other bits on a machine with more cores.
 # FAITHBENCH_BUILD_THREADS overrides it (e.g. 1, to build a zoo under other numerics on purpose).
 BUILD_THREADS = 2
+# Losses: cross-entropy; BCE on one-hot targets; BCE with the non-target classes' targets at 1/C (TPAMI Sec. 3.2.2,
+# the bcos package's UniformOffLabelsBCEWithLogitsLoss: positive evidence for the class, not against the others).
+LOSSES = ("ce", "bce", "bce_uniform")
 
 
 def build_threads() -> int:
@@ -64,7 +68,8 @@ def train_classifier(
 ) -> None:
     """Adam, cosine schedule, shuffled mini-batches drawn from a seeded generator.
 
-    ``loss="bce"`` is one-hot binary cross-entropy on every logit (B-cos models); ``params``
+    ``loss``: one of :data:`LOSSES` (``bce``: one-hot binary cross-entropy on every logit; ``bce_uniform``:
+    the non-target classes' targets at 1/C, the B-cos papers' target encoding); ``params``
     restricts training to a subset (linear probes); ``shift`` > 0 augments with random
     translations of up to that many pixels (zero fill); ``canvas`` > 0 places every image at a
     random position (the whole image visible) on a black ``canvas`` x ``canvas`` image first.
@@ -98,17 +103,26 @@ def training_step(
     sched: torch.optim.lr_scheduler.LRScheduler,
     bar: tqdm,
 ) -> None:
-    """One optimiser step on ``ce`` (cross-entropy) or ``bce`` (one-hot binary cross-entropy on every logit)."""
-    if loss == "bce":
-        value = F.binary_cross_entropy_with_logits(logits, F.one_hot(labels, logits.shape[1]).float())
-    else:
-        value = F.cross_entropy(logits, labels)
+    """One optimiser step on ``loss`` (one of :data:`LOSSES`)."""
+    value = classification_loss(logits, labels, loss)
     opt.zero_grad(set_to_none=True)
     value.backward()
     opt.step()
     sched.step()
     bar.update()
     bar.set_postfix(loss=f"{value.item():.3f}")
+
+
+def classification_loss(logits: Tensor, labels: Tensor, loss: str) -> Tensor:
+    """Mean ``ce`` (cross-entropy), ``bce`` (BCE, one-hot targets) or ``bce_uniform`` (BCE, targets 1 for the
+    label and 1/C for every other class) of (N, C) ``logits`` and (N,) class ``labels``."""
+    if loss == "bce":
+        return F.binary_cross_entropy_with_logits(logits, F.one_hot(labels, logits.shape[1]).to(logits.dtype))
+    if loss == "bce_uniform":
+        return UniformOffLabelsBCEWithLogitsLoss()(logits, labels)
+    if loss == "ce":
+        return F.cross_entropy(logits, labels)
+    raise ValueError(f"unknown loss {loss!r}; valid: {', '.join(LOSSES)}")
 
 
 def random_shift(images: Tensor, max_shift: int, gen: torch.Generator) -> Tensor:

@@ -50,6 +50,7 @@ def make_models() -> dict[str, ModelAdapter]:
                 std=MNIST_STD,
                 first_layer="to_patch_embedding.linear",
                 num_classes=10,
+                classifier_before_pooling=False,  # ALOE's order: the probe reads the mean token
             ),
             b2,
             10,

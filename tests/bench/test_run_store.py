@@ -255,7 +255,7 @@ def test_a_method_class_without_a_source_file_still_runs(suite):
     import types
 
     from attributions import AttributionMethod
-    from bench.runner import plugin_sources
+    from bench.plan import plugin_sources
     from bench.suite import load_suite
 
     module = types.ModuleType("notebook_cell")
@@ -276,7 +276,7 @@ def test_a_method_class_without_a_source_file_still_runs(suite):
 def test_resume_counts_only_units_of_this_plan(tmp_path):
     """A unit of an older faithbench (no plan key) or of another plan is not counted as done."""
     from bench.results import RunStore
-    from bench.runner import resume_count
+    from bench.plan import resume_count
 
     store = RunStore(tmp_path)
     store.units.mkdir()

@@ -121,3 +121,41 @@ def test_entropy_counts_only_tokens_and_the_positive_variant_only_positive_mass(
 def test_native_token_contributions_are_complete_on_the_hand_built_model():
     unit = unit_of(bag_of_words(), "native", [sentence(CLASS0, CLASS1, CLASS1, length=7)], [1])
     assert abs(evaluate("completeness_gap", unit).values.item()) < 1e-6
+
+
+def test_seqpg_sentence_pair_input_separates_the_segments_as_the_seed_code():
+    from metrics.seqpg import prepare_sequences
+
+    rows, labels = segments_data()
+    pair = prepare_sequences(unit_of(bag_of_words(), "native", rows, labels), SeqPGConfig(segment_length=4))
+    outside = (pair.segment_ids[0] == -1).nonzero().flatten().tolist()
+    assert pair.segment_ids.shape[1] == 11 and outside == [0, 5, 10]  # [CLS] s1 [SEP] s2 [SEP]
+    flat = prepare_sequences(
+        unit_of(bag_of_words(), "native", rows, labels), SeqPGConfig(segment_length=4, input_format="concatenated")
+    )
+    assert (flat.segment_ids[0] == -1).nonzero().flatten().tolist() == [0, 9]  # [CLS] s1 s2 [SEP]
+    with pytest.raises(ValueError, match="input_format"):
+        SeqPGConfig(input_format="pairs")
+
+
+def test_seqpg_rows_of_two_models_share_sequence_ids_when_one_model_chooses_the_segments():
+    from bench.pairing import SharedItems
+    from metrics.seqpg import pairing_models, segment_confidence
+
+    rows, labels = segments_data(per_class=4)
+    cfg = SeqPGConfig(segment_length=4, sequences_from="reference")
+    assert pairing_models(cfg, ("a", "b")) == ("reference",) and pairing_models(SeqPGConfig(), ("a",)) == ()
+    reference = bag_of_words()
+    eligible, score = segment_confidence(reference, torch.tensor(rows), torch.tensor(labels), cfg, "cpu", 8)
+    assert eligible.all()
+    eligible[[0, 5]] = False  # the reference is unsure of two texts: no model may use them
+    shared = {"seqpg": SharedItems(("reference",), eligible, score, {})}
+    results = []
+    for vote in ((0.0, 3.0), (0.0, 0.5)):  # two models that differ
+        unit = unit_of(bag_of_words(mask_vote=vote), "native", rows, labels)
+        unit.shared = shared
+        results.append(evaluate("seqpg", unit, cfg))
+    assert torch.equal(results[0].sample_ids, results[1].sample_ids) and len(results[0].sample_ids) == 6
+    assert results[0].params["sequences_from"] == "reference" and results[0].params["n_confident"] == 6
+    own = evaluate("seqpg", unit_of(bag_of_words(), "native", rows, labels), SeqPGConfig(segment_length=4))
+    assert own.params["sequences_from"] == "per-model" and len(own.sample_ids) == 8

@@ -16,8 +16,13 @@ from models.encoding import bcos_inverse, normalized
 def test_local_term_sums_over_three_depths_by_default_and_averages_on_request():
     torch.manual_seed(0)
     teacher = digit_vit(depth=3, dim=16).eval()
-    student = bcosify(
-        teacher, image_channels=1, mean=MNIST_MEAN, std=MNIST_STD, first_layer="to_patch_embedding.linear"
+    student = bcosify(  # ALOE's probe reads the mean token: SimpleViT's order
+        teacher,
+        image_channels=1,
+        mean=MNIST_MEAN,
+        std=MNIST_STD,
+        first_layer="to_patch_embedding.linear",
+        classifier_before_pooling=False,
     )
     assert aligned_depths(3) == [1, 2, 3]
     x = torch.rand(4, 1, 28, 28, generator=torch.Generator().manual_seed(0))

@@ -59,8 +59,8 @@ def test_bcos_vit_is_the_tpami_config_and_complete_counting_the_positional_embed
     assert all(m.b == 2 for m in model.modules() if isinstance(m, BcosLinear))
     assert not [n for n, p in model.named_parameters() if n.endswith("bias")]
     assert model[1].logit_bias == pytest.approx(-math.log(9))
-    pe = _LeafPositionalEmbedding(model[0].positional_embedding)
-    model[0].positional_embedding = pe
+    pe = _LeafPositionalEmbedding(model[0].vit.positional_embedding)  # every token classified, then the mean
+    model[0].vit.positional_embedding = pe
     x = bcos_inverse(1)(images(1)).requires_grad_(True)
     with explanation_mode(model):
         logit = model(x)[0, 4]
@@ -81,15 +81,25 @@ def test_random_placement_keeps_every_pixel_on_a_black_canvas():
 
 
 def test_factories_record_only_deviations_so_the_main_recipes_keep_their_hashes():
+    head = {"target_encoding": "uniform", "classifier_before_pooling": True}  # recorded always (issue 25)
     base = bcosified("x", "cnn_mnist", GapDigitNet, "d", epochs=1, lr=1e-3)
-    assert base.params == {"epochs": 1, "lr": 1e-3, "seed": 0}
+    assert base.params == {"epochs": 1, "lr": 1e-3, "seed": 0, **head}
     variant = bcosified("x", "cnn_mnist", GapDigitNet, "d", epochs=1, lr=1e-3, b=1.5, keep_bias=True, canvas=42)
-    assert variant.params == {"epochs": 1, "lr": 1e-3, "seed": 0, "canvas": 42, "b": 1.5, "keep_bias": True}
+    assert variant.params == {"epochs": 1, "lr": 1e-3, "seed": 0, **head, "canvas": 42, "b": 1.5, "keep_bias": True}
     model = variant.architecture()
     assert {m.b for m in model.modules() if isinstance(m, BcosConv2d | BcosLinear)} == {1.5}
     assert any(isinstance(m, nn.Conv2d) and m.bias is not None for m in model.modules())
-    assert bcos_cnn("y", b=2).params == {"epochs": 4, "lr": 1e-3, "seed": 0}
-    assert bcos_cnn("y", b=2.5, max_out=2).params == {"epochs": 4, "lr": 1e-3, "seed": 0, "b": 2.5, "max_out": 2}
+    uniform = {"target_encoding": "uniform"}
+    assert bcos_cnn("y", b=2).params == {"epochs": 4, "lr": 1e-3, "seed": 0, **uniform}
+    assert bcos_cnn("y", b=2.5, max_out=2).params == {
+        "epochs": 4,
+        "lr": 1e-3,
+        "seed": 0,
+        "b": 2.5,
+        "max_out": 2,
+        **uniform,
+    }
+    assert bcos_cnn("y", b=2, gap=True).params["classifier_before_pooling"] is True
 
 
 def test_every_recipe_builds_its_architecture_and_names_known_dependencies():

@@ -1,0 +1,97 @@
+"""Items shared across models (GridPG grids on images every model classifies) and intervals by grid."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy import stats
+
+from bench.intervals import summarise
+from bench.pairing import SharedItems, load_shared, save_shared, shared_digest
+from bench.statistics import paired_tests
+from metrics.gridpg import GridPGConfig, pairing_models
+from metrics.gridpg_presets import get_preset
+from metrics.grids import grid_eligibility, select_by_confidence, select_grids
+
+
+def test_cluster_robust_interval_by_hand():
+    values = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    clusters = np.array([0, 0, 1, 1, 2, 2])
+    s = summarise(values, clusters)
+    # residual sums per cluster: -4, 0, 4; var = G / (G - 1) * 32 / n^2 with G = 3, n = 6
+    half = stats.t.ppf(0.975, 2) * math.sqrt(1.5 * 32) / 6
+    assert s["mean"] == 3.5 and s["n"] == 6 and s["n_clusters"] == 3
+    assert s["ci_high"] - s["mean"] == pytest.approx(half)
+    independent = summarise(values)
+    assert independent["n_clusters"] == 6 and independent["ci_high"] - 3.5 < half  # cells as samples: narrower
+    # a NaN drops its sample, and a cluster without a finite value drops out of G
+    assert summarise(np.array([1.0, np.nan, np.nan, np.nan, 2.0, 3.0]), clusters)["n_clusters"] == 2
+
+
+def test_paired_tests_pair_grids_not_cells():
+    rows = []
+    for grid in range(5):
+        for cell in range(4):
+            sid = grid * 4 + cell
+            rows += [("m", "gridpg", "a", sid, grid, 0.5 + 0.1 * cell), ("m", "gridpg", "b", sid, grid, 0.4)]
+    samples = pd.DataFrame(rows, columns=["model", "metric", "method", "sample_id", "cluster_id", "value"])
+    results = pd.DataFrame({"model": ["m"], "metric": ["gridpg"], "higher_is_better": [True]})
+    table = paired_tests(results, samples)
+    assert set(table["n_paired"]) == {5}  # 5 grids, not 20 cells
+
+
+def _logits(labels: torch.Tensor, wrong: list[int]) -> torch.Tensor:
+    logits = torch.full((len(labels), 4), -4.0)
+    logits[torch.arange(len(labels)), labels] = 4.0
+    for i in wrong:  # misclassified: the next class wins
+        logits[i] = -4.0
+        logits[i, (int(labels[i]) + 1) % 4] = 4.0
+    return logits
+
+
+def test_shared_grids_use_only_images_every_model_classifies_and_are_the_same_for_every_model():
+    labels = torch.arange(4).repeat(6)  # 24 images, 4 classes
+    preset = get_preset("aloe")  # 2 x 2 grids for every model
+    a, b = _logits(labels, wrong=[0, 5]), _logits(labels, wrong=[1, 6])
+    parts = [grid_eligibility(preset, labels, x, "softmax") for x in (a, b)]
+    eligible = parts[0][0] & parts[1][0]
+    score = (parts[0][1] + parts[1][1]) / 2
+    assert not eligible[[0, 1, 5, 6]].any() and eligible.sum() == 20
+    sel_a = select_grids(preset, labels, a, is_vit=False, n_grids=None, shared=(eligible, score))
+    sel_b = select_grids(preset, labels, b, is_vit=False, n_grids=None, shared=(eligible, score))
+    assert torch.equal(sel_a.indices, sel_b.indices) and len(sel_a.indices) > 0
+    assert not set(sel_a.indices.flatten().tolist()) & {0, 1, 5, 6}
+    own_a = select_grids(preset, labels, a, is_vit=False, n_grids=None)
+    assert set(own_a.indices.flatten().tolist()) & {1, 6}  # per model, a uses images b gets wrong
+
+
+def test_confidence_rule_orders_shared_images_by_the_mean_score():
+    labels = torch.tensor([0, 0, 1, 1])
+    logits = _logits(labels, wrong=[])[:, :2]
+    eligible = torch.ones(4, dtype=torch.bool)
+    score = torch.tensor([0.1, 0.9, 0.8, 0.2], dtype=torch.float64)  # image 1 and 2 first
+    sel = select_by_confidence(labels, logits, grid_size=1, n_grids=2, eligible=eligible, score=score)
+    assert sorted(sel.indices.flatten().tolist()) == [1, 2]
+
+
+def test_pairing_config_names_the_deciding_models_and_validates():
+    models = ("a", "b")
+    assert pairing_models(GridPGConfig(pairing="shared"), models) == models
+    assert pairing_models(GridPGConfig(), models) == ()
+    assert GridPGConfig(n_grids=0).n_grids == 0  # every selectable grid
+    with pytest.raises(ValueError, match="pairing"):
+        GridPGConfig(pairing="paired")
+
+
+def test_shared_items_round_trip_and_digest(tmp_path):
+    items = SharedItems(("a", "b"), torch.tensor([True, False]), torch.tensor([0.5, 0.25], dtype=torch.float64), {})
+    save_shared(tmp_path, {"gridpg": items})
+    back = load_shared(tmp_path)["gridpg"]
+    assert back.models == ("a", "b") and torch.equal(back.eligible, items.eligible)
+    assert shared_digest({"gridpg": back}) == shared_digest({"gridpg": items}) != ""
+    other = SharedItems(("a", "b"), torch.tensor([True, True]), items.score, {})
+    assert other.digest() != items.digest()
+    assert shared_digest({}) == "" and load_shared(tmp_path / "none") == {}
+    assert items.record()["n_eligible"] == 1
