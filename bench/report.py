@@ -276,6 +276,7 @@ def report(
     The leaderboards mark the best and tied-best methods (:mod:`bench.statistics`, test level ``alpha``,
     ``n_boot`` bootstrap resamples for P(rank 1)); the Markdown and text ones end with the metrics'
     reliability and agreement and the identical-maps check (:mod:`bench.identity`)."""
+    from bench.cost import cost_section
     from bench.report_stats import leaderboard_stats, write_statistics
 
     results = read_results(results_csv)
@@ -288,6 +289,7 @@ def report(
     for kind in ("markdown", "text"):
         sections = [
             statistics_section(stats, markdown=kind == "markdown"),
+            cost_section(results, kind == "markdown", to_markdown if kind == "markdown" else to_text),
             identity_section(run_dir, kind == "markdown"),
         ]
         section = "\n\n".join(x for x in sections if x)

@@ -257,6 +257,7 @@ class RunStore:
                     "unit": rec["unit"],
                     "higher_is_better": rec["higher_is_better"],
                     "explain_time_s": rec["explain_time_s"],
+                    "explained": rec.get("explained", ""),
                     "metric_time_s": rec["metric_time_s"],
                     **{key: rec.get(key, float("nan")) for key in ("model_calls", "model_inputs", "peak_memory_mb")},
                     **unit["provenance"],
