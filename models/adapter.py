@@ -155,7 +155,7 @@ class ModelSpec:
 
     name: str
     family: str
-    source: str  # "zoo" (built offline), "torchvision", "bcos-hub"
+    source: str  # "zoo" (built offline), "torchvision", "bcos-hub", "gh-release" (B-cosification), "huggingface"
     description: str
     build: Callable[..., ModelAdapter]
     modality: str = "image"

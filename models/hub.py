@@ -37,7 +37,9 @@ BCOS_HUB: dict[str, tuple[str, str]] = {
     **{f"standard_simple_vit_{s}_patch16_224": ("vit_final", f"simple_vit_{s}_patch16_224") for s in _VITS},
     **{f"standard_vitc_{s}_patch1_14": ("vit_final", f"vitc_{s}_patch1_14") for s in _VITS},
 }
-# ALOE's released ImageNet-1k classifiers (backbone + B-cos linear probe), Hugging Face repositories.
+# ALOE's released ImageNet-1k classifiers (backbone + B-cos linear probe), Hugging Face repositories: every one the
+# rmaser/ALOE README lists under "Published Models" (7 ALOE classifiers; ALOEv2, the multi-resolution DINOv3
+# follow-up, publishes DINOv3 small/base/large only, no SigLIP2). The backbones without a probe are not classifiers.
 ALOE_CLASSIFIERS = tuple(
     f"rmaser/aloe-{backbone}-in1k-lp"
     for backbone in (

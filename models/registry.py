@@ -1,4 +1,5 @@
-"""Model registry: the offline zoo, and real checkpoints (torchvision, the bcos package's hub, ALOE on Hugging Face)."""
+"""Model registry: the offline zoo, and real checkpoints (torchvision, the bcos package's hub, the B-cosification
+release, ALOE on Hugging Face)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Callable
 import torch
 
 from faithbench.registry import Registry
-from models import hub, zoo
+from models import bcosified_hub, hub, zoo
 from models.adapter import ModelAdapter, ModelSpec
 from models.text_encoding import text_adapter
 
@@ -96,6 +97,17 @@ for _entry in hub.BCOS_HUB:
             "bcos-hub",
             f"{'standard' if _standard else 'B-cos'} {_entry.removeprefix('standard_')}, bcos package ImageNet weights",
             hub.bcos_hub_model(_entry, is_vit=_vit, conv_layer=None if _vit else "layer4"),
+        ),
+    )
+for _name, _entry in bcosified_hub.BCOSIFIED.items():
+    MODELS.register(
+        _name,
+        ModelSpec(
+            _name,
+            "bcosified",
+            "gh-release",
+            f"B-cosified {_entry.arch}, B-cosification release experiment {_entry.experiment} (file placed by hand)",
+            bcosified_hub.bcosified_model(_name),
         ),
     )
 for _repo in hub.ALOE_CLASSIFIERS:
