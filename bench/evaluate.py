@@ -31,7 +31,7 @@ def to_record(
         "higher_is_better": spec.higher_is_better,
         "params": result.params,
         "explain_time_s": explain_s,
-        "explained": result.explained,  # which explanation the time is of (samples, gridpg, ...)
+        "explained": result.explained,  # which explanation the time is of (the per-sample maps, grids, ...)
         "metric_time_s": metric_s,
         **(asdict(cost) if cost is not None else {}),
         "curve": None if curve is None else curve.double().cpu().tolist(),

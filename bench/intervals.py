@@ -11,7 +11,7 @@ from scipy import stats
 def summarise(values: np.ndarray, clusters: np.ndarray | None = None) -> dict[str, float]:
     """Mean, std and n of the finite values, and a 95 % Student-t confidence interval of the mean.
 
-    With ``clusters`` (a cluster id per value: the grid of a GridPG cell, whose cells are not independent)
+    With ``clusters`` (a cluster id per value: the grid of a grid cell, whose cells are not independent)
     the interval is cluster-robust: ``mean +- t(G - 1) sqrt(G / (G - 1) sum_g (sum_{i in g} (y_i - mean))^2) / n``
     over the G clusters with a finite value (Cameron & Miller 2015); otherwise ``mean +- t(n - 1) std / sqrt(n)``.
     """

@@ -1,5 +1,5 @@
-"""Items shared across models: a metric whose items are chosen per model (GridPG's grids of correctly
-classified images, SeqPG's segments) can instead choose them once for every model of a comparison.
+"""Items shared across models: a metric whose items are chosen per model (grids of images a model classifies
+correctly, text segments it is sure of) can instead choose them once for every model of a comparison.
 
 A metric opts in through its spec: ``pairing(config, suite_models)`` names the models that decide (none: each
 model chooses its own), ``eligibility(model, images, labels, config, device, batch)`` gives one model's

@@ -110,7 +110,7 @@ def _rescore(
         raise UserError(f"{run_dir} has no finished units to re-score")
     data = load_data(suite)
     ids = sample_ids(suite, len(data.labels))
-    shared = load_shared(run_dir)  # the items the run's models shared (GridPG's images): the same grids again
+    shared = load_shared(run_dir)  # the items the run's models shared (a grid metric's images): the same items again
     prov = {**provenance(dev, suite.seed), "rescored_from": str(run_dir), "rescore_settings": json.dumps(settings)}
     # Only metrics whose table the settings touch are scored again (with no settings: all of them, the check
     # that replay reproduces the run); the others keep the run's records.

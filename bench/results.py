@@ -243,7 +243,7 @@ class RunStore:
             for metric, rec in unit["metrics"].items():
                 values = np.asarray(rec["values"], dtype=float)
                 undefined = np.asarray(rec["undefined"], dtype=bool)
-                size = int(rec["params"].get("cluster_size", 1))  # GridPG: the cells of one grid
+                size = int(rec["params"].get("cluster_size", 1))  # e.g. the cells of one grid
                 clusters = np.asarray(rec["sample_ids"], dtype=np.int64) // size
                 row = {
                     "suite": suite,

@@ -2,7 +2,7 @@
 
 Every method of a (model, metric) table is scored on the same samples, so methods are compared
 paired, on the samples both scored (a sample a method leaves undefined drops out of its pairs only).
-Where samples come in clusters (the cells of one GridPG grid) the unit of every test and resample is
+Where samples come in clusters (the cells of one grid) the unit of every test and resample is
 the cluster: its mean over the samples a method scored.
 
 - **Tied-best** (Demšar 2006; Holm 1979): the best method by mean, and every method whose paired
@@ -62,7 +62,7 @@ def wilcoxon_p(diffs: np.ndarray, alternative: str = "two-sided") -> float:
 def _wide(samples: pd.DataFrame) -> pd.DataFrame:
     """One (model, metric) table's per-sample scores: samples x methods, NaN where undefined. A method with no
     defined sample (a constant map under a rank correlation) has no score to rank and is left out. Samples of
-    one cluster (``cluster_id``: the cells of a GridPG grid, not independent) count as one: their mean."""
+    one cluster (``cluster_id``: the cells of one grid, not independent) count as one: their mean."""
     if "cluster_id" in samples and (samples["cluster_id"] != samples["sample_id"]).any():
         samples = (
             samples.groupby(["cluster_id", "method"], sort=False)["value"]

@@ -186,6 +186,7 @@ def architecture(entry: Bcosified) -> nn.Sequential:
             std=IMAGENET_STD,
             first_layer=first,
             num_classes=1000,
+            classifier_before_pooling=False,  # the teacher is in the release's reordered layout already
         )
 
     return _seeded_build(build)
