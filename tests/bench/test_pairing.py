@@ -95,3 +95,30 @@ def test_shared_items_round_trip_and_digest(tmp_path):
     assert other.digest() != items.digest()
     assert shared_digest({}) == "" and load_shared(tmp_path / "none") == {}
     assert items.record()["n_eligible"] == 1
+
+
+def test_a_run_with_shared_grids_explains_every_model_on_the_same_grids_and_resumes(tmp_path):
+    import json
+
+    from bench.cli import main
+
+    suite = tmp_path / "paired.toml"
+    suite.write_text(
+        'name = "paired"\ndescription = "t"\ndataset = "mnist"\nmodels = ["cnn_mnist", "bcos_cnn_mnist"]\n'
+        'methods = ["gradient"]\ncontrols = false\nmetrics = ["gridpg"]\nseed = 0\nn_samples = 4\nbatch_size = 8\n'
+        '[gridpg]\npreset = "bcos-v2"\npairing = "shared"\nn_grids = 2\n'
+    )
+    out = tmp_path / "run"
+    assert main(["run", "--suite", str(suite), "--out", str(out), "--no-progress", "--no-report"]) == 0
+    record = json.loads((out / "run.json").read_text())
+    assert record["shared"]["gridpg"]["models"] == ["cnn_mnist", "bcos_cnn_mnist"]
+    assert (out / "shared.pt").is_file()
+    samples = pd.read_csv(out / "samples.csv")
+    ids = [sorted(part["sample_id"]) for _, part in samples.groupby("model")]
+    assert ids[0] == ids[1] and len(ids[0]) == 18  # 2 grids x 9 cells, the same for both models
+    assert set(samples["cluster_id"]) == {0, 1}
+    results = pd.read_csv(out / "results.csv")
+    assert set(results["n_clusters"]) == {2} and all('"pairing": "shared (2 models)"' in p for p in results["params"])
+    units = sorted(p.stat().st_mtime_ns for p in (out / "units").glob("*.json"))
+    assert main(["run", "--suite", str(suite), "--out", str(out), "--no-progress", "--no-report"]) == 0
+    assert sorted(p.stat().st_mtime_ns for p in (out / "units").glob("*.json")) == units  # resumed: none redone
