@@ -175,8 +175,8 @@ class GridPGConfig:
 
     def __post_init__(self) -> None:
         get_preset(self.preset)
-        if self.n_grids != 0:  # 0: every selectable grid
-            check_positive_int(self.n_grids, "n_grids")
+        if isinstance(self.n_grids, bool) or not isinstance(self.n_grids, int) or self.n_grids < 0:
+            raise ValueError(f"n_grids must be a positive integer or 0 (every selectable grid), got {self.n_grids!r}")
         check_choice(self.pairing, "pairing", PAIRINGS)
         check_choice(self.vit_windows, "vit_windows", ("preset", *VIT_WINDOWS))
         check_choice(self.zero_mass, "zero_mass", ("preset", *ZERO_MASS_RULES))
