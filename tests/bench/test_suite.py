@@ -119,7 +119,9 @@ def test_configs_are_typed_with_defaults_once():
 
 def test_cli_overrides_are_validated_like_the_file(tmp_path, capsys):
     assert main(["run", "--suite", "smoke", "--n-grids", "-1", "--out", str(tmp_path)]) == 2
-    assert "[gridpg]: n_grids must be a positive integer, got -1" in capsys.readouterr().err
+    assert "[gridpg]: n_grids must be a positive integer or 0 (every selectable grid), got -1" in (
+        capsys.readouterr().err
+    )
     assert main(["run", "--suite", "smoke", "--n-samples", "0", "--out", str(tmp_path)]) == 2
     assert "n_samples must be >= 1, got 0" in capsys.readouterr().err
     assert main(["run", "--suite", "smoke", "--device", "tpu", "--out", str(tmp_path)]) == 2
