@@ -465,6 +465,7 @@ def test_python_dash_m_bench_run_prints_leaderboard_and_paths(tiny_suite, tmp_pa
 
 def test_resume_never_mixes_code_or_weights(tiny_suite, tiny_run, tmp_path, monkeypatch):
     """Units computed by other code or with other weights are recomputed, never reused."""
+    import bench.plan
     import models.adapter
 
     out = tmp_path / "resume"
@@ -488,7 +489,7 @@ def test_resume_never_mixes_code_or_weights(tiny_suite, tiny_run, tmp_path, monk
     ]
     shutil.copytree(tiny_run, out)
     assert main(args) == 0 and calls == []
-    monkeypatch.setattr(runner, "code_identity", lambda: "an upgraded faithbench")
+    monkeypatch.setattr(bench.plan, "code_identity", lambda: "an upgraded faithbench")  # the plan key reads it
     assert main(args) == 0 and len(calls) == 2  # every unit: the code changed
     calls.clear()
     assert main(args) == 0 and calls == []  # ...and now they are current
