@@ -275,8 +275,8 @@ def test_a_method_class_without_a_source_file_still_runs(suite):
 
 def test_resume_counts_only_units_of_this_plan(tmp_path):
     """A unit of an older faithbench (no plan key) or of another plan is not counted as done."""
-    from bench.results import RunStore
     from bench.plan import resume_count
+    from bench.results import RunStore
 
     store = RunStore(tmp_path)
     store.units.mkdir()
