@@ -225,8 +225,8 @@ def eligibility(
 def prepare_grids(unit: Unit, cfg: GridPGConfig) -> PreparedGrids:
     preset = cfg.effective_preset()
     model = unit.model
-    logits = model.predict_logits(unit.images, unit.eval_batch, unit.device)
-    shared = unit.shared.get("gridpg")
+    shared = unit.shared.get("gridpg")  # shared: the runner has run every model over the images already
+    logits = None if shared is not None else model.predict_logits(unit.images, unit.eval_batch, unit.device)
     sel = select_grids(
         preset,
         unit.labels,

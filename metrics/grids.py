@@ -64,8 +64,6 @@ def select_by_confidence(
     n_grids: int | None,
     threshold: float = 0.5,
     seed: int = 42,
-    eligible: Tensor | None = None,
-    score: Tensor | None = None,
 ) -> GridSelection:
     """B-cos v2 selection: confident correct images of distinct classes, most confident first.
 
@@ -74,8 +72,7 @@ def select_by_confidence(
     unused image has ``sigmoid(max logit) > threshold``. While at least N^2 classes are available,
     N^2 distinct available classes are drawn at random (``numpy.random.RandomState(seed)``,
     without replacement) and each contributes its next image. Stops after ``n_grids`` grids
-    (``None`` = as many as possible). ``eligible`` and ``score`` (M,) replace the candidates and their order
-    (items shared across models, see :func:`grid_eligibility`).
+    (``None`` = as many as possible).
     """
     check_tensor(labels, "labels")
     check_tensor(logits, "logits", min_dim=2, floating=True)
@@ -83,10 +80,8 @@ def select_by_confidence(
         raise ValueError(f"labels ({labels.shape[0]}) and logits ({logits.shape[0]}) differ in length")
     check_finite(logits, "logits")
     conf = logits.detach().max(dim=1).values.double()
-    if eligible is None:
-        eligible = (logits.argmax(dim=1) == labels) & (conf.sigmoid() > threshold)
-    order = conf if score is None else score
-    idx = draw_distinct_classes(labels, order, eligible, per_block=grid_size**2, n_blocks=n_grids, seed=seed)
+    eligible = (logits.argmax(dim=1) == labels) & (conf.sigmoid() > threshold)
+    idx = draw_distinct_classes(labels, conf, eligible, per_block=grid_size**2, n_blocks=n_grids, seed=seed)
     return GridSelection(indices=idx, n_candidates=idx.shape[0], n_dropped=0)
 
 
@@ -137,7 +132,7 @@ def select_random_partners(
 def select_grids(
     preset: GridPGPreset,
     labels: Tensor,
-    logits: Tensor,
+    logits: Tensor | None,
     *,
     is_vit: bool,
     n_grids: int | None,
@@ -148,22 +143,20 @@ def select_grids(
 
     ``activation`` maps logits to class probabilities for the ``random-partners`` rule (softmax
     for standard models, sigmoid for B-cos models as in ALOE). ``shared``: (eligible, score) of images
-    shared by several models (:func:`grid_eligibility` of each, combined), used instead of this model's.
+    shared by several models (:func:`grid_eligibility` of each, combined), drawn from with the preset's rule
+    instead of this model's candidates; ``logits`` are then not needed.
     """
     n = preset.grid_size(is_vit)
-    eligible, score = shared if shared is not None else (None, None)
-    if preset.selection == "confidence":
+    if shared is not None:
+        eligible, score = shared
+        if preset.selection == "confidence":
+            idx = draw_distinct_classes(labels, score, eligible, per_block=n * n, n_blocks=n_grids, seed=preset.seed)
+            return GridSelection(indices=idx, n_candidates=idx.shape[0], n_dropped=0)
+    elif preset.selection == "confidence":
         return select_by_confidence(
-            labels,
-            logits,
-            grid_size=n,
-            n_grids=n_grids,
-            threshold=preset.threshold,
-            seed=preset.seed,
-            eligible=eligible,
-            score=score,
+            labels, logits, grid_size=n, n_grids=n_grids, threshold=preset.threshold, seed=preset.seed
         )
-    if eligible is None:
+    else:
         eligible, _ = grid_eligibility(preset, labels, logits, activation)
     return select_random_partners(labels, eligible, grid_size=n, n_grids=n_grids, seed=preset.seed)
 

@@ -43,7 +43,7 @@ from torchvision.models.resnet import BasicBlock, Bottleneck
 
 from faithbench.errors import UserError
 from models.adapter import ModelAdapter
-from models.bcosify import bcosify
+from models.bcosify import bcosify, linear_as_conv1x1
 from models.encoding import bcos_inverse
 from models.hub import IMAGENET_MEAN, IMAGENET_STD, _first_line, _seeded_build, _torch_hub_hint, logit_bias
 
@@ -128,15 +128,6 @@ class GapReorderViT(SimpleViT):
         return self.linear_head(self.to_latent(self.transformer(x))).mean(dim=1)
 
 
-def _conv1x1(linear: nn.Linear) -> nn.Conv2d:
-    conv = nn.Conv2d(linear.in_features, linear.out_features, 1, bias=linear.bias is not None)
-    with torch.no_grad():
-        conv.weight.copy_(linear.weight.view_as(conv.weight))
-        if linear.bias is not None:
-            conv.bias.copy_(linear.bias)
-    return conv
-
-
 def _indexed(seq: nn.Sequential) -> nn.Sequential:
     """A Sequential's children re-indexed 0, 1, ... (the release's ``BcosSequential.from_standard_module``)."""
     return nn.Sequential(*seq.children())
@@ -148,7 +139,7 @@ def _teacher(arch: str) -> nn.Module:
         net: nn.Module = GapReorderResNet(
             *{"resnet18": (BasicBlock, [2, 2, 2, 2]), "resnet50": (Bottleneck, [3, 4, 6, 3])}[arch]
         )
-        net.fc = _conv1x1(net.fc)
+        net.fc = linear_as_conv1x1(net.fc)
         return net
     if arch == "densenet121":
         net = GapReorderDenseNet(32, (6, 12, 24, 16), 64)
@@ -156,7 +147,7 @@ def _teacher(arch: str) -> nn.Module:
         net.features = _indexed(
             nn.Sequential(*(_indexed(m) if isinstance(m, nn.Sequential) else m for m in net.features.children()))
         )
-        net.classifier = _conv1x1(net.classifier)
+        net.classifier = linear_as_conv1x1(net.classifier)
         return net
     from bcos.models import pretrained
 

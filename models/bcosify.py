@@ -230,14 +230,19 @@ def classify_before_pooling(net: nn.Module) -> nn.Module:
             f"({', '.join(n for n, _ in after)}), not one linear classifier; pass classifier_before_pooling=False"
         )
     (head_name, head), pool_name = after[0], named[pools[0]][0]
-    conv = nn.Conv2d(head.in_features, head.out_features, 1, bias=head.bias is not None)
-    with torch.no_grad():
-        conv.weight.copy_(head.weight.view(*head.weight.shape, 1, 1))
-        if head.bias is not None:
-            conv.bias.copy_(head.bias)
-    _replace(net, pool_name, nn.Sequential(conv, named[pools[0]][1]))
+    _replace(net, pool_name, nn.Sequential(linear_as_conv1x1(head), named[pools[0]][1]))
     _replace(net, head_name, nn.Identity())
     return net
+
+
+def linear_as_conv1x1(linear: nn.Linear) -> nn.Conv2d:
+    """The same weights as a 1x1 convolution: applied at every position of a feature map."""
+    conv = nn.Conv2d(linear.in_features, linear.out_features, 1, bias=linear.bias is not None)
+    with torch.no_grad():
+        conv.weight.copy_(linear.weight.view_as(conv.weight))
+        if linear.bias is not None:
+            conv.bias.copy_(linear.bias)
+    return conv
 
 
 def _replace(root: nn.Module, dotted: str, new: nn.Module) -> None:

@@ -1,6 +1,7 @@
 """Items shared across models (GridPG grids on images every model classifies) and intervals by grid."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -72,8 +73,10 @@ def test_confidence_rule_orders_shared_images_by_the_mean_score():
     logits = _logits(labels, wrong=[])[:, :2]
     eligible = torch.ones(4, dtype=torch.bool)
     score = torch.tensor([0.1, 0.9, 0.8, 0.2], dtype=torch.float64)  # image 1 and 2 first
-    sel = select_by_confidence(labels, logits, grid_size=1, n_grids=2, eligible=eligible, score=score)
+    one_cell = replace(get_preset("bcos-v2"), grid_size_cnn=1)
+    sel = select_grids(one_cell, labels, None, is_vit=False, n_grids=2, shared=(eligible, score))  # no logits
     assert sorted(sel.indices.flatten().tolist()) == [1, 2]
+    assert sorted(select_by_confidence(labels, logits, grid_size=1, n_grids=2).indices.flatten().tolist()) == [0, 2]
 
 
 def test_pairing_config_names_the_deciding_models_and_validates():
