@@ -151,6 +151,16 @@ class AttributionMethod:
             logits = model.module(inputs).gather(1, targets.long().view(-1, 1)).squeeze(1)
         return logits - model.logit_bias
 
+    def has_positional_term(self, model: ModelAdapter) -> bool:
+        """Whether part of this method's claimed total on ``model`` belongs to positional embeddings rather than
+        to any input feature (see :meth:`positional_term`)."""
+        return False
+
+    def positional_term(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor | None:
+        """(B,) that part (reported on its own by the ``positional_share`` metric), or None where
+        :meth:`has_positional_term` is False."""
+        return None
+
 
 @contextlib.contextmanager
 def seeded(seed: int, device: torch.device) -> Iterator[None]:

@@ -6,6 +6,10 @@ constant offset, so the raw-input contributions miss ``W(x) (-m / s)`` (on MNIST
 21 % of the logit). ``wrt = "normalised-input"`` takes the contributions of ``z`` instead, which
 sum to the logit exactly (minus the logit bias), and maps them to pixels by the same channel sum.
 Models without a normalisation layer (B-cos from scratch) give the same map either way.
+
+On ViTs the logit also holds the positional embeddings' contribution ``W(x) p``, which no pixel carries:
+:meth:`NativeExplanation.positional_term` computes it, the ``positional_share`` metric reports it and
+``completeness_gap`` counts it as its own term (``[completeness] positional_term``).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import ClassVar
 from torch import Tensor, nn
 
 from attributions.base import AttributionMethod, Capabilities
-from models.adapter import ModelAdapter, input_x_gradient
+from models.adapter import ModelAdapter, input_x_gradient, positional_contribution, positional_embeddings
 from models.bcosify import InputNormalization
 
 
@@ -40,6 +44,15 @@ class NativeExplanation(AttributionMethod):
             return model.explain_native(inputs, targets)
         normalise, rest = parts
         return input_x_gradient(rest, normalise(inputs), targets, explanation=True)
+
+    def has_positional_term(self, model: ModelAdapter) -> bool:
+        # A model that brings its own explainer (ALOE from the Hub) decomposes its logit its own way.
+        return model.native_explainer is None and bool(positional_embeddings(model.module))
+
+    def positional_term(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor | None:
+        """W(x) p, the positional embeddings' share of the logit (the same for either ``wrt``: layer 0 comes
+        before them)."""
+        return positional_contribution(model.module, inputs, targets) if self.has_positional_term(model) else None
 
 
 class NativeNormalisedInput(NativeExplanation):

@@ -7,14 +7,23 @@ model's constant logit bias; IntegratedGradients: f(x) - f(baseline)), per sampl
 
 (0 = complete; 0.21 = 21 % of the logit missing or extra). Undefined (NaN, counted) where r = 0.
 Methods without a claim get no row: the metric does not apply to them.
+
+A ViT's logit also holds its positional embeddings' contribution ``W(x) p`` (see
+:func:`models.adapter.positional_contribution`), which no pixel can carry. ``[completeness] positional_term``:
+``"separate"`` (default) takes it out of the claimed total, ``r = logit - bias - W(x) p``, and the
+``positional_share`` metric reports it, ``|W(x) p| / |logit - bias|``; ``"in-claim"`` holds the map to the
+whole logit (the positional share then shows up as gap).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
-from metrics._checks import check_finite, check_tensor
+from faithbench.config import to_dict
+from metrics._checks import check_choice, check_finite, check_tensor
 from metrics.spec import MetricResult, MetricSpec, Unit
 from metrics.types import Scores
 
@@ -37,24 +46,87 @@ def completeness_gap(attributions: Tensor, reference: Tensor) -> Scores:
     return Scores(values=torch.where(undefined, torch.nan, gap).float(), undefined=undefined)
 
 
+POSITIONAL_TERMS = ("separate", "in-claim")
+
+
+@dataclass(frozen=True)
+class CompletenessConfig:
+    """``[completeness]``, shared by ``completeness_gap`` and ``positional_share``."""
+
+    positional_term: str = "separate"  # the positional embeddings' W(x) p: its own term, or part of the map's claim
+
+    def __post_init__(self) -> None:
+        check_choice(self.positional_term, "positional_term", POSITIONAL_TERMS)
+
+
 def applies(unit: Unit) -> str | None:
     if not unit.method.completeness:
         return f"method {unit.method.name!r} makes no completeness claim"
     return None
 
 
-def evaluate(unit: Unit, cfg: object) -> MetricResult:
-    x, t, ids = unit.samples()
+def _claims(unit: Unit) -> tuple[Tensor, Tensor | None]:
+    """(claimed totals, positional terms or None) of this shard's samples, computed once per unit."""
+
+    def compute() -> tuple[Tensor, Tensor | None]:
+        x, t, _ = unit.samples()
+        b, method = unit.eval_batch, unit.method
+        parts = [
+            (
+                method.completeness_target(unit.model, x[s : s + b], t[s : s + b]),
+                method.positional_term(unit.model, x[s : s + b], t[s : s + b]),
+            )
+            for s in range(0, len(x), b)
+        ]
+        claims = torch.cat([c for c, _ in parts])
+        terms = [p for _, p in parts]
+        return claims, None if any(p is None for p in terms) else torch.cat(terms)
+
+    return unit.memo(("completeness", "claims"), compute)
+
+
+def evaluate(unit: Unit, cfg: CompletenessConfig) -> MetricResult:
+    _, _, ids = unit.samples()
+    params = {"claim": unit.method.completeness}
+    # Recorded where it acts: on models without a positional term the setting changes nothing.
+    params |= to_dict(cfg) if unit.method.has_positional_term(unit.model) else {}
+    if len(ids) == 0:
+        return MetricResult.empty(params, "samples")
+    ref, positional = _claims(unit)
+    if positional is not None and cfg.positional_term == "separate":
+        ref = ref - positional
+        params["claim"] += " - positional term"
+    scores = completeness_gap(unit.sample_maps(), ref)
+    return MetricResult(scores.values, scores.undefined, ids, params, "samples")
+
+
+def positional_share(positional: Tensor, claim: Tensor) -> Tensor:
+    """|W(x) p| / |logit - bias| per sample: the share of the logit that the positional embeddings carry (NaN
+    where the claim is 0)."""
+    if positional.shape != claim.shape or positional.dim() != 1:
+        raise ValueError(
+            f"positional and claim must be (B,) tensors, got {tuple(positional.shape)} and {tuple(claim.shape)}"
+        )
+    share = positional.double().abs() / claim.double().abs()
+    return torch.where(claim == 0, torch.nan, share).float()
+
+
+def positional_applies(unit: Unit) -> str | None:
+    if unit.method.completeness != "logit" or not unit.method.has_positional_term(unit.model):
+        return f"method {unit.method.name!r} has no positional term on model {unit.model.name!r}"
+    return None
+
+
+def evaluate_positional(unit: Unit, cfg: CompletenessConfig) -> MetricResult:
+    _, _, ids = unit.samples()
     params = {"claim": unit.method.completeness}
     if len(ids) == 0:
         return MetricResult.empty(params, "samples")
-    maps = unit.sample_maps()
-    b = unit.eval_batch
-    ref = torch.cat(
-        [unit.method.completeness_target(unit.model, x[s : s + b], t[s : s + b]) for s in range(0, len(x), b)]
-    )
-    scores = completeness_gap(maps, ref)
-    return MetricResult(scores.values, scores.undefined, ids, params, "samples")
+    claim, positional = _claims(unit)
+    if positional is None:
+        raise ValueError(f"method {unit.method.name!r} has no positional term on model {unit.model.name!r}")
+    share = positional_share(positional, claim)
+    return MetricResult(share, share.isnan(), ids, params, "samples")
 
 
 SPEC = MetricSpec(
@@ -65,5 +137,20 @@ SPEC = MetricSpec(
     scale=100,
     unit="%",
     evaluate=evaluate,
+    config=CompletenessConfig,
+    table="completeness",
     applies=applies,
+)
+
+POSITIONAL_SHARE = MetricSpec(
+    name="positional_share",
+    description="|W(x) p| / |logit - bias|: the share of the logit a ViT's positional embeddings carry (no pixel can)",
+    higher_is_better=False,
+    modalities=("image",),
+    scale=100,
+    unit="%",
+    evaluate=evaluate_positional,
+    config=CompletenessConfig,
+    table="completeness",
+    applies=positional_applies,
 )

@@ -30,6 +30,7 @@ for _spec in (
     complexity.ENTROPY_POSITIVE,
     complexity.GINI,
     completeness.SPEC,
+    completeness.POSITIONAL_SHARE,
     randomisation.RANDOMISATION,
     randomisation.RANDOMISATION_SSIM,
 ):

@@ -149,6 +149,46 @@ def input_x_gradient(module: nn.Module, inputs: Tensor, targets: Tensor, *, expl
     return (grad * x).detach()
 
 
+POSITIONAL_EMBEDDING = "positional_embedding"  # the bcos SimpleViT's module (every ViT of the zoo, bcosify, ALOE)
+
+
+def positional_embeddings(module: nn.Module) -> list[nn.Module]:
+    """The modules of ``module`` that add input-independent positional embeddings to the tokens."""
+    return [m for name, m in module.named_modules() if name.rsplit(".", 1)[-1] == POSITIONAL_EMBEDDING]
+
+
+def positional_contribution(module: nn.Module, inputs: Tensor, targets: Tensor) -> Tensor | None:
+    """(B,) the positional embeddings' contribution to logit ``targets[b]`` in explanation mode, or None for a
+    model without one.
+
+    A bias-free B-cos ViT is dynamic linear in its first token states ``h = E(x) + p``: the logit is
+    ``W(x) E(x) + W(x) p``. The pixel map W(x)x shows the first term; the second, ``sum_{n,d} p_nd
+    d logit / d p_nd``, belongs to no pixel. One forward and one backward, with every positional
+    embedding's output made a per-sample leaf.
+    """
+    modules = positional_embeddings(module)
+    if not modules:
+        return None
+    leaves: list[Tensor] = []
+
+    def as_leaf(_: nn.Module, args: tuple, out: Tensor) -> Tensor:
+        batch = args[0].shape[0]
+        per_sample = out.expand(batch, *out.shape) if out.dim() == 2 else out  # (tokens, dim): one for the batch
+        leaves.append(per_sample.detach().clone().requires_grad_(True))
+        return leaves[-1]
+
+    handles = [m.register_forward_hook(as_leaf) for m in modules]
+    try:
+        with torch.enable_grad(), explanation_mode(module):
+            logits = module(inputs.detach())
+            selected = logits.gather(1, targets.long().view(-1, 1).to(logits.device)).sum()
+            grads = torch.autograd.grad(selected, leaves)
+    finally:
+        for h in handles:
+            h.remove()
+    return sum((g * leaf).flatten(1).sum(1) for g, leaf in zip(grads, leaves, strict=True)).detach()
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """A registry entry: how to build one model adapter."""
