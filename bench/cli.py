@@ -14,7 +14,7 @@ from bench.rescore_cli import add_rescore_parser
 
 
 def _cmd_zoo(args: argparse.Namespace) -> int:
-    from bench.zoo_report import LEGEND, zoo_rows, zoo_table
+    from bench.zoo_report import LEGEND, cost_lines, training_costs, zoo_rows, zoo_table
     from models import zoo
 
     # Default: the digit zoo (minutes); --text: the CPU-sized text zoo (about 25 min on 2 cores); or the named
@@ -25,6 +25,9 @@ def _cmd_zoo(args: argparse.Namespace) -> int:
     sys.stdout.write(zoo_table(zoo_rows(list(names), n_grids=args.locality_grids)) + "\n")
     if args.locality_grids:
         sys.stdout.write(LEGEND + "\n")
+    costs = training_costs({n: zoo.build(n)[1] for n in names if zoo.RECIPES.get(n).modality == "image"})
+    if costs:
+        sys.stdout.write(cost_lines(costs) + "\n")
     sys.stdout.write(f"checkpoints: {zoo.cache_dir()}\n")
     return 0
 

@@ -6,6 +6,10 @@ ViTs (which see cell-size windows at stride half a cell). ``positive``: share of
 logit on the grid, minus the model's logit bias, is positive; ``wins``: share of cells whose own
 contribution (output with every other cell blanked to black, minus output on a black grid) is
 classified as their class.
+
+The training cost of B-cosification (B-cosification Tab. 4: a B-cosified model reaches its from-scratch
+counterpart's accuracy in a fraction of the epochs) is read from the builds' per-epoch held-out accuracies
+(``test_accuracy_by_epoch`` in each checkpoint's info): :func:`training_costs`.
 """
 
 from __future__ import annotations
@@ -84,3 +88,75 @@ LEGEND = (
     "  wins     = the cell's class is the unique argmax of what the cell adds: the output on the grid with every\n"
     "             other cell blanked to black minus the output on an all-black grid"
 )
+
+
+# (B-cosified model, its from-scratch B-cos counterpart): the pairs of B-cosification Tab. 4 in the zoo.
+COST_PAIRS = (("bcosified_cnn_gap_mnist", "bcos_gap_cnn_mnist_b2"), ("bcosified_vit_mnist", "bcos_vit_mnist"))
+
+
+@dataclass(frozen=True)
+class TrainingCost:
+    """How many fine-tuning epochs a B-cosified model needs to reach the final held-out accuracy of a B-cos model
+    trained from scratch, from the two builds' per-epoch logs."""
+
+    bcosified: str
+    from_scratch: str
+    target: float  # the from-scratch model's final held-out accuracy
+    epochs_to_target: int | None  # first fine-tuning epoch at or above it (None: not within the budget)
+    bcosified_epochs: int
+    scratch_epochs: int
+    seconds_to_target: float | None  # fine-tuning wall time up to that epoch (build time pro rata)
+    scratch_seconds: float | None
+
+
+def epochs_to_reach(curve: list[float], target: float) -> int | None:
+    """1-based index of the first entry of ``curve`` >= ``target``, or None."""
+    return next((i for i, a in enumerate(curve, start=1) if a >= target), None)
+
+
+def training_cost(bcosified: str, bcosified_info: dict, from_scratch: str, scratch_info: dict) -> TrainingCost | None:
+    """The cost comparison of one pair, or None when a build predates the per-epoch log."""
+    curve, scratch = bcosified_info.get("test_accuracy_by_epoch"), scratch_info.get("test_accuracy_by_epoch")
+    if not curve or not scratch:
+        return None
+    target = scratch_info["test_accuracy"]
+    k = epochs_to_reach(curve, target)
+    seconds = bcosified_info.get("build_seconds")
+    return TrainingCost(
+        bcosified,
+        from_scratch,
+        target,
+        k,
+        len(curve),
+        len(scratch),
+        None if k is None or seconds is None else seconds * k / len(curve),
+        scratch_info.get("build_seconds"),
+    )
+
+
+def training_costs(infos: dict[str, dict]) -> list[TrainingCost]:
+    """Every pair of :data:`COST_PAIRS` whose two models' infos are given (and logged per epoch)."""
+    pairs = [(b, s) for b, s in COST_PAIRS if b in infos and s in infos]
+    costs = [training_cost(b, infos[b], s, infos[s]) for b, s in pairs]
+    return [c for c in costs if c is not None]
+
+
+def cost_lines(costs: list[TrainingCost]) -> str:
+    """The comparison in words, one line per pair."""
+    lines = ["training cost of B-cosification (B-cosification Tab. 4; held-out accuracy after every epoch):"]
+    for c in costs:
+        where = f"{c.target:.1%} (its final held-out accuracy)"
+        if c.epochs_to_target is None:
+            lines.append(
+                f"  {c.bcosified} does not reach {c.from_scratch}'s {where} in its {c.bcosified_epochs} epochs"
+            )
+            continue
+        ratio = c.scratch_epochs / c.epochs_to_target
+        line = (
+            f"  {c.bcosified} reaches {c.from_scratch}'s {where} after {c.epochs_to_target} fine-tuning epoch(s) of "
+            f"{c.bcosified_epochs}, against {c.scratch_epochs} from scratch: {ratio:.1f}x fewer epochs"
+        )
+        if c.seconds_to_target and c.scratch_seconds:
+            line += f", {c.scratch_seconds / c.seconds_to_target:.1f}x less time"
+        lines.append(line + " (the standard model's own training not counted, as in the paper)")
+    return "\n".join(lines)

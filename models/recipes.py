@@ -81,9 +81,9 @@ def no_training(model: nn.Module, deps: dict, p: dict) -> dict:
 def _train_from_scratch(
     model: nn.Module, deps: dict, p: dict, *, encoding: InputEncoding, bcos: bool, desc: str
 ) -> dict:
-    train, _ = mnist_splits()
+    train, test = mnist_splits()
     loss = bce_loss(p) if bcos else "ce"
-    train_classifier(
+    curve = train_classifier(
         model,
         encoding,
         train,
@@ -94,8 +94,9 @@ def _train_from_scratch(
         shift=p.get("shift", 0),
         canvas=p.get("canvas", 0),
         desc=desc,
+        after_epoch=partial(accuracy, encode=encoding, data=test),
     )
-    return {}
+    return {"test_accuracy_by_epoch": curve}
 
 
 def bcosify_digits(
@@ -120,7 +121,7 @@ def _bcosified_train(model: nn.Module, deps: dict, p: dict, *, desc: str, **conv
     (source,) = deps.values()
     model.load_state_dict(bcosify_digits(source, **conversion).state_dict())
     before = accuracy(model, BCOS, test)
-    train_classifier(
+    curve = train_classifier(
         model,
         BCOS,
         train,
@@ -131,8 +132,9 @@ def _bcosified_train(model: nn.Module, deps: dict, p: dict, *, desc: str, **conv
         shift=p.get("shift", 0),
         canvas=p.get("canvas", 0),
         desc=desc,
+        after_epoch=partial(accuracy, encode=BCOS, data=test),
     )
-    return {"accuracy_before_finetuning": before}
+    return {"accuracy_before_finetuning": before, "test_accuracy_by_epoch": curve}
 
 
 def aloe_train(model: nn.Module, deps: dict, p: dict) -> dict:

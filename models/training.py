@@ -65,8 +65,11 @@ def train_classifier(
     shift: int = 0,
     canvas: int = 0,
     desc: str = "train",
-) -> None:
-    """Adam, cosine schedule, shuffled mini-batches drawn from a seeded generator.
+    after_epoch: Callable[[nn.Module], object] | None = None,
+) -> list:
+    """Adam, cosine schedule, shuffled mini-batches drawn from a seeded generator; returns what ``after_epoch``
+    (called with the module in eval mode after every epoch; it draws no training randomness, so the weights are
+    the same with or without it) returned, epoch by epoch.
 
     ``loss``: one of :data:`LOSSES` (``bce``: one-hot binary cross-entropy on every logit; ``bce_uniform``:
     the non-target classes' targets at 1/C, the B-cos papers' target encoding); ``params``
@@ -81,6 +84,7 @@ def train_classifier(
     steps = epochs * ((len(data.labels) + batch_size - 1) // batch_size)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
     module.train()
+    log = []
     with tqdm(total=steps, desc=desc, leave=False, unit="step") as bar:
         for _ in range(epochs):
             order = torch.randperm(len(data.labels), generator=gen)
@@ -92,7 +96,11 @@ def train_classifier(
                 if shift:
                     images = random_shift(images, shift, gen)
                 training_step(module(encode(images)), data.labels[idx], loss, opt, sched, bar)
+            if after_epoch is not None:
+                log.append(after_epoch(module.eval()))
+                module.train()
     module.eval()
+    return log
 
 
 def training_step(

@@ -1,6 +1,7 @@
 """The zoo's new architectures, the canvas augmentation and the recipe factories (no training)."""
 
 import math
+from functools import partial
 
 import pytest
 import torch
@@ -12,10 +13,10 @@ from models import zoo
 from models.architectures import GapDigitNet, bcos_digit_cnn, bcos_digit_vit, bcos_gap_cnn
 from models.bcosify import bcosify
 from models.catalog import RECIPES
-from models.data import MNIST_MEAN, MNIST_STD
+from models.data import MNIST_MEAN, MNIST_STD, Split
 from models.encoding import bcos_inverse, normalized
 from models.recipes import bcos_cnn, bcosified
-from models.training import random_placement
+from models.training import accuracy, random_placement, train_classifier
 from tests.models.test_native import _LeafPositionalEmbedding, images
 
 
@@ -107,3 +108,31 @@ def test_every_recipe_builds_its_architecture_and_names_known_dependencies():
         assert all(d in RECIPES for d in recipe.depends), name
         assert len(zoo.recipe_hash(name)) == 64
     assert len({zoo.recipe_hash(n) for n in RECIPES}) == len(RECIPES)
+
+
+def test_the_per_epoch_held_out_log_does_not_change_the_weights():
+    """Issue 25 item 11 reads the training cost from the builds' per-epoch accuracies: logging them must not move a
+    single bit of the trained model (the evaluation runs in eval mode and draws no training randomness)."""
+    gen = torch.Generator().manual_seed(0)
+    data = Split(torch.rand(96, 1, 28, 28, generator=gen), torch.randint(0, 10, (96,), generator=gen))
+
+    def trained(log: bool) -> tuple[dict, list]:
+        torch.manual_seed(0)
+        net = GapDigitNet()
+        curve = train_classifier(
+            net,
+            normalized((0.5,), (0.5,)),
+            data,
+            epochs=2,
+            lr=1e-3,
+            seed=0,
+            batch_size=32,
+            shift=2,
+            after_epoch=partial(accuracy, encode=normalized((0.5,), (0.5,)), data=data) if log else None,
+        )
+        return net.state_dict(), curve
+
+    (logged, curve), (plain, none) = trained(True), trained(False)
+    assert none == [] and len(curve) == 2 and all(0 <= a <= 1 for a in curve)
+    assert logged.keys() == plain.keys()
+    assert all(torch.equal(logged[k], plain[k]) for k in plain)

@@ -1,0 +1,74 @@
+"""The text zoo's training to a plateau (issue 25 item 13): when it stops, which weights it keeps, what it records."""
+
+import pytest
+import torch
+from torch import nn
+
+from models import text_zoo
+from models.catalog import RECIPES
+from models.text_zoo import Plateau
+
+
+class Scripted(nn.Module):
+    """A stand-in model whose 'validation accuracy' each epoch is scripted; its weight records the epoch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.epoch = nn.Parameter(torch.zeros(()))
+
+
+def run(plateau: Plateau, accuracies: list[float], monkeypatch, max_epochs: int = 10) -> tuple[int, Scripted]:
+    model = Scripted()
+    script = iter(accuracies)
+    current = {}
+
+    def held_out(m, params, split="test"):
+        if split == "validation":
+            current["v"] = next(script)
+            return {"test_accuracy": current["v"]}
+        return {"test_accuracy": current["v"] - 0.01}
+
+    monkeypatch.setattr(text_zoo, "held_out", held_out)
+    for epoch in range(1, max_epochs + 1):
+        with torch.no_grad():
+            model.epoch.fill_(epoch)
+        if plateau(model):
+            return epoch, model
+    return max_epochs, model
+
+
+def test_stops_after_the_first_epoch_that_gains_too_little_and_keeps_the_best(monkeypatch):
+    p = Plateau(min_delta=0.005, patience=1, params={})
+    epochs, _ = run(p, [0.70, 0.75, 0.77, 0.772, 0.9], monkeypatch)
+    assert epochs == 4  # 0.772 gains 0.2 points on 0.77: plateau
+    assert p.best_state["epoch"].item() == 3 and p.kept_epoch() == 3
+    rec = p.record()
+    assert rec["validation_accuracy_by_epoch"] == [0.70, 0.75, 0.77, 0.772]
+    assert rec["test_accuracy_by_epoch"] == pytest.approx([0.69, 0.74, 0.76, 0.762])
+    assert rec["kept_epoch"] == 3 and rec["plateau"] == {"min_delta": 0.005, "patience": 1}
+
+
+def test_patience_counts_stale_epochs_in_a_row_and_a_drop_is_stale(monkeypatch):
+    p = Plateau(min_delta=0.005, patience=2, params={})
+    epochs, _ = run(p, [0.60, 0.58, 0.70, 0.69, 0.702, 0.99], monkeypatch)
+    assert epochs == 5 and p.kept_epoch() == 3 and p.best_state["epoch"].item() == 3
+
+
+def test_the_budget_ends_training_that_keeps_improving(monkeypatch):
+    p = Plateau(min_delta=0.005, patience=1, params={})
+    epochs, _ = run(p, [0.5, 0.6, 0.7], monkeypatch, max_epochs=3)
+    assert epochs == 3 and p.kept_epoch() == 3
+
+
+def test_the_sweep_recipes_train_to_a_plateau_and_the_ci_model_keeps_its_recipe():
+    for tag in ("_b1", "_b1_25", "_b1_5", "_b2", "_b2_5"):
+        r = RECIPES.get(f"bcos_minilm3_rt{tag}")
+        assert r.params["plateau"] == {"min_delta": 0.005, "patience": 1} and r.params["epochs"] == 5
+        assert "until validation accuracy gains < 0.5 points" in r.description
+    ci = RECIPES.get("bcos_minilm3_rt")  # smoke-text's model: its hash (and CI's reference) unchanged
+    assert "plateau" not in ci.params and ci.params["epochs"] == 2
+
+
+def test_a_plateau_needs_a_validation_split():
+    with pytest.raises(ValueError, match="needs an offline data set"):
+        text_zoo._validation("ag-news")
