@@ -25,9 +25,9 @@ import torch.nn.functional as F
 from bcos.models.vit import SimpleViT
 from einops import rearrange
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
 from faithbench.errors import check_choice
+from models.training import progress_bar
 
 LOCAL_REDUCTIONS = ("sum", "mean")
 
@@ -120,7 +120,7 @@ def align(
             return alignment_loss(student, teacher, student_encode(hold), teacher_encode(hold), cfg).item()
 
     best, best_state, bad, log = held_out_loss(), None, 0, []
-    for epoch in tqdm(range(cfg.max_epochs), desc="align", leave=False, unit="epoch"):
+    for epoch in progress_bar(range(cfg.max_epochs), desc="align", leave=False, unit="epoch"):
         student.train()
         perm = torch.randperm(len(train), generator=gen)
         for start in range(0, len(perm), cfg.batch_size):

@@ -11,12 +11,10 @@ presets with the paper's settings (5 epochs at lr 2e-5, batch 16).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import lru_cache, partial
 
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
 from models.bcos_text import bcos_text_transformer
 from models.hf_checkpoints import CHECKPOINTS, pretrained_transformer
@@ -25,7 +23,7 @@ from models.recipes import Recipe
 from models.text_data import BBC_CLASSES, bbc_news, rotten_tomatoes
 from models.text_encoding import tokenize, vocabulary
 from models.text_models import WORDPIECE, TextTransformer, minilm_classifier
-from models.training import training_step
+from models.text_training import Plateau, text_logits, train_text_classifier
 
 DATASET = "rotten-tomatoes"
 OFFLINE_DATA = {DATASET: rotten_tomatoes, "bbc-news": bbc_news}  # name -> loader; others: Hugging Face data sets
@@ -71,12 +69,6 @@ def _architecture(p: dict, num_classes: int) -> nn.Module:
     return model if p.get("b") is None else bcos_text_transformer(model, p["b"])
 
 
-def _logits(model: nn.Module, ids: Tensor, pad: int) -> Tensor:
-    length = int((ids != pad).sum(dim=1).max())
-    ids = ids[:, :length]
-    return model(ids, (ids != pad).long())
-
-
 def _pad(p: dict) -> int:
     return vocabulary(_tokenizer(p)).pad
 
@@ -97,7 +89,7 @@ def held_out(model: nn.Module, params: dict | None = None, batch_size: int = 256
     model.eval().to(training_device())
     predictions = torch.cat(
         [
-            _logits(model, ids[s : s + batch_size].to(training_device()), _pad(p)).argmax(1).cpu()
+            text_logits(model, ids[s : s + batch_size].to(training_device()), _pad(p)).argmax(1).cpu()
             for s in range(0, len(ids), batch_size)
         ]
     )
@@ -105,55 +97,8 @@ def held_out(model: nn.Module, params: dict | None = None, batch_size: int = 256
     return {"test_accuracy": (predictions == labels).float().mean().item(), "n_test": len(labels)}
 
 
-def length_batches(lengths: Tensor, batch_size: int, gen: torch.Generator, pool: int = 32) -> list[Tensor]:
-    """One epoch's batches: a seeded shuffle, cut into pools of ``pool`` batches, each pool sorted by length and cut
-    into batches, the batches shuffled again. Padding to the batch's longest costs little (2x faster than random
-    batches of Rotten Tomatoes sentences)."""
-    order = torch.randperm(len(lengths), generator=gen)
-    batches = []
-    for start in range(0, len(order), batch_size * pool):
-        chunk = order[start : start + batch_size * pool]
-        chunk = chunk[lengths[chunk].argsort(stable=True)]
-        batches += list(chunk.split(batch_size))
-    return [batches[i] for i in torch.randperm(len(batches), generator=gen).tolist()]
-
-
-def train_text_classifier(
-    model: nn.Module,
-    ids: Tensor,
-    labels: Tensor,
-    *,
-    epochs: int,
-    lr: float,
-    batch_size: int,
-    seed: int,
-    loss: str,
-    pad: int = 0,
-    after_epoch: Callable[[nn.Module], bool] | None = None,
-) -> int:
-    """AdamW (weight decay 0.01), linear decay to 0, length-pooled seeded batches (:func:`length_batches`), on the
-    device of ``model``; ``loss``: ``ce`` or ``bce`` (one-hot); ``pad``: the [PAD] id. ``after_epoch(model)``
-    runs after every epoch (model in eval mode) and stops training by returning True. Returns the epochs run."""
-    torch.manual_seed(seed)
-    gen = torch.Generator().manual_seed(seed)
-    device = next(model.parameters()).device
-    lengths = (ids != pad).sum(dim=1)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    steps = epochs * ((len(labels) + batch_size - 1) // batch_size)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1 - step / steps)
-    model.train()
-    with tqdm(total=steps, desc="text model", leave=False, unit="step") as bar:
-        run = 0
-        while run < epochs:
-            for idx in length_batches(lengths, batch_size, gen):
-                logits = _logits(model, ids[idx].to(device), pad)
-                training_step(logits, labels[idx].to(device), loss, opt, sched, bar)
-            run += 1
-            if after_epoch is not None and after_epoch(model.eval()):
-                break
-            model.train()
-    model.eval()
-    return run
+def _split_accuracy(model: nn.Module, split: str, params: dict) -> float:
+    return held_out(model, params, split=split)["test_accuracy"]
 
 
 def starting_point(p: dict) -> TextTransformer:
@@ -172,7 +117,7 @@ def _train(model: nn.Module, deps: dict, p: dict) -> dict:
     model.to(training_device())
     before = held_out(model, p)["test_accuracy"]
     ids, labels, _, _ = _data(p.get("dataset", DATASET), _tokenizer(p))
-    plateau = Plateau(**p["plateau"], params=p) if "plateau" in p else None
+    plateau = Plateau(**p["plateau"], accuracy=partial(_split_accuracy, params=p)) if "plateau" in p else None
     epochs = train_text_classifier(
         model,
         ids,
@@ -191,47 +136,6 @@ def _train(model: nn.Module, deps: dict, p: dict) -> dict:
         extra |= plateau.record()
     model.cpu()
     return extra
-
-
-class Plateau:
-    """Stops fine-tuning when held-out accuracy has plateaued: after an epoch whose validation accuracy is not
-    ``min_delta`` above the best so far, ``patience`` times in a row; the best epoch's weights are kept. The test
-    split is logged per epoch for the report, never consulted for the decision."""
-
-    def __init__(self, *, min_delta: float, patience: int, params: dict) -> None:
-        self.min_delta, self.patience, self.params = min_delta, patience, params
-        self.validation: list[float] = []
-        self.test: list[float] = []
-        self.best_state: dict = {}
-        self.stale = 0
-
-    def __call__(self, model: nn.Module) -> bool:
-        accuracy = held_out(model, self.params, split="validation")["test_accuracy"]
-        self.test.append(held_out(model, self.params)["test_accuracy"])
-        if not self.validation or accuracy >= max(self.validation) + self.min_delta:
-            self.best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-            self.stale = 0
-        else:
-            self.stale += 1
-        self.validation.append(accuracy)
-        return self.stale >= self.patience
-
-    def record(self) -> dict:
-        """What the build info keeps: the per-epoch accuracies and the epoch whose weights were kept."""
-        return {
-            "validation_accuracy_by_epoch": self.validation,
-            "test_accuracy_by_epoch": self.test,
-            "kept_epoch": self.kept_epoch(),
-            "plateau": {"min_delta": self.min_delta, "patience": self.patience},
-        }
-
-    def kept_epoch(self) -> int:
-        """1-based epoch whose weights were kept: the last one that improved on every earlier one by min_delta."""
-        kept, best = 1, self.validation[0]
-        for epoch, accuracy in enumerate(self.validation[1:], start=2):
-            if accuracy >= best + self.min_delta:
-                kept, best = epoch, accuracy
-        return kept
 
 
 def _num_classes(dataset: str) -> int:

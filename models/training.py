@@ -26,6 +26,13 @@ BUILD_THREADS = 2
 LOSSES = ("ce", "bce", "bce_uniform")
 
 
+def progress_bar(iterable: object = None, **kwargs: object) -> tqdm:
+    """A zoo training bar, silent while ``TQDM_DISABLE`` is set (``--no-progress`` sets it): tqdm itself reads its
+    ``TQDM_*`` variables only once, when it is imported, so a flag set later would not reach it."""
+    off = os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes")
+    return tqdm(iterable, disable=off, **kwargs)
+
+
 def build_threads() -> int:
     """Intra-op threads of a zoo build: ``$FAITHBENCH_BUILD_THREADS`` or :data:`BUILD_THREADS`."""
     value = os.environ.get("FAITHBENCH_BUILD_THREADS", "")
@@ -85,7 +92,7 @@ def train_classifier(
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
     module.train()
     log = []
-    with tqdm(total=steps, desc=desc, leave=False, unit="step") as bar:
+    with progress_bar(total=steps, desc=desc, leave=False, unit="step") as bar:
         for _ in range(epochs):
             order = torch.randperm(len(data.labels), generator=gen)
             for start in range(0, len(order), batch_size):

@@ -136,3 +136,15 @@ def test_the_per_epoch_held_out_log_does_not_change_the_weights():
     assert none == [] and len(curve) == 2 and all(0 <= a <= 1 for a in curve)
     assert logged.keys() == plain.keys()
     assert all(torch.equal(logged[k], plain[k]) for k in plain)
+
+
+def test_training_bars_follow_tqdm_disable_set_after_import(monkeypatch):
+    """--no-progress sets TQDM_DISABLE after tqdm was imported, which tqdm itself never reads again."""
+    from models.training import progress_bar
+
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    assert progress_bar(total=3).disable
+    monkeypatch.delenv("TQDM_DISABLE")
+    bar = progress_bar(total=3)
+    assert not bar.disable
+    bar.close()

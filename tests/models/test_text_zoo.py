@@ -6,7 +6,7 @@ from torch import nn
 
 from models import text_zoo
 from models.catalog import RECIPES
-from models.text_zoo import Plateau
+from models.text_training import Plateau
 
 
 class Scripted(nn.Module):
@@ -17,29 +17,32 @@ class Scripted(nn.Module):
         self.epoch = nn.Parameter(torch.zeros(()))
 
 
-def run(plateau: Plateau, accuracies: list[float], monkeypatch, max_epochs: int = 10) -> tuple[int, Scripted]:
-    model = Scripted()
-    script = iter(accuracies)
-    current = {}
+def scripted(accuracies: list[float]):
+    """An ``accuracy(model, split)`` whose validation accuracy follows ``accuracies``; test = validation - 0.01."""
+    script, current = iter(accuracies), {}
 
-    def held_out(m, params, split="test"):
+    def accuracy(model, split):
         if split == "validation":
             current["v"] = next(script)
-            return {"test_accuracy": current["v"]}
-        return {"test_accuracy": current["v"] - 0.01}
+            return current["v"]
+        return current["v"] - 0.01
 
-    monkeypatch.setattr(text_zoo, "held_out", held_out)
+    return accuracy
+
+
+def run(plateau: Plateau, max_epochs: int = 10) -> int:
+    model = Scripted()
     for epoch in range(1, max_epochs + 1):
         with torch.no_grad():
             model.epoch.fill_(epoch)
         if plateau(model):
-            return epoch, model
-    return max_epochs, model
+            return epoch
+    return max_epochs
 
 
-def test_stops_after_the_first_epoch_that_gains_too_little_and_keeps_the_best(monkeypatch):
-    p = Plateau(min_delta=0.005, patience=1, params={})
-    epochs, _ = run(p, [0.70, 0.75, 0.77, 0.772, 0.9], monkeypatch)
+def test_stops_after_the_first_epoch_that_gains_too_little_and_keeps_the_best():
+    p = Plateau(min_delta=0.005, patience=1, accuracy=scripted([0.70, 0.75, 0.77, 0.772, 0.9]))
+    epochs = run(p)
     assert epochs == 4  # 0.772 gains 0.2 points on 0.77: plateau
     assert p.best_state["epoch"].item() == 3 and p.kept_epoch() == 3
     rec = p.record()
@@ -48,15 +51,15 @@ def test_stops_after_the_first_epoch_that_gains_too_little_and_keeps_the_best(mo
     assert rec["kept_epoch"] == 3 and rec["plateau"] == {"min_delta": 0.005, "patience": 1}
 
 
-def test_patience_counts_stale_epochs_in_a_row_and_a_drop_is_stale(monkeypatch):
-    p = Plateau(min_delta=0.005, patience=2, params={})
-    epochs, _ = run(p, [0.60, 0.58, 0.70, 0.69, 0.702, 0.99], monkeypatch)
+def test_patience_counts_stale_epochs_in_a_row_and_a_drop_is_stale():
+    p = Plateau(min_delta=0.005, patience=2, accuracy=scripted([0.60, 0.58, 0.70, 0.69, 0.702, 0.99]))
+    epochs = run(p)
     assert epochs == 5 and p.kept_epoch() == 3 and p.best_state["epoch"].item() == 3
 
 
-def test_the_budget_ends_training_that_keeps_improving(monkeypatch):
-    p = Plateau(min_delta=0.005, patience=1, params={})
-    epochs, _ = run(p, [0.5, 0.6, 0.7], monkeypatch, max_epochs=3)
+def test_the_budget_ends_training_that_keeps_improving():
+    p = Plateau(min_delta=0.005, patience=1, accuracy=scripted([0.5, 0.6, 0.7]))
+    epochs = run(p, max_epochs=3)
     assert epochs == 3 and p.kept_epoch() == 3
 
 
