@@ -42,7 +42,8 @@ def write(tmp_path, text):
         ('[deletion]\nblock_size = "4"\n', r"\[deletion\] block_size must be int"),
         (
             "[grid_pg]\nn_grids = 2\n",
-            r"unknown key\(s\) grid_pg; .*tables: gridpg, seqpg, deletion, erasure, completeness, randomisation, method_params",
+            r"unknown key\(s\) grid_pg; .*tables: gridpg, seqpg, deletion, erasure, completeness, randomisation, "
+            r"method_params",
         ),
         (
             "[method_params.lime]\nn_sample = 3\n",
