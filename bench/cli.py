@@ -22,10 +22,11 @@ def _cmd_zoo(args: argparse.Namespace) -> int:
     modality = "text" if args.text else "image"
     default = [n for n, r in zoo.RECIPES.items() if r.modality == modality and not r.on_request]
     names = zoo.RECIPES.check(args.models or default, "zoo models")
-    sys.stdout.write(zoo_table(zoo_rows(list(names), n_grids=args.locality_grids)) + "\n")
+    rows = zoo_rows(list(names), n_grids=args.locality_grids)
+    sys.stdout.write(zoo_table(rows) + "\n")
     if args.locality_grids:
         sys.stdout.write(LEGEND + "\n")
-    costs = training_costs({n: zoo.build(n)[1] for n in names if zoo.RECIPES.get(n).modality == "image"})
+    costs = training_costs(rows)
     if costs:
         sys.stdout.write(cost_lines(costs) + "\n")
     sys.stdout.write(f"checkpoints: {zoo.cache_dir()}\n")

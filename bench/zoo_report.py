@@ -28,6 +28,7 @@ class ZooRow:
     positive: float | None = None
     wins: float | None = None
     n_cells: int = 0
+    accuracy_by_epoch: tuple[float, ...] = ()  # held-out accuracy after every training epoch (builds that log it)
 
 
 def zoo_rows(names: list[str], *, n_grids: int = 50, seed: int = 0) -> list[ZooRow]:
@@ -42,7 +43,11 @@ def zoo_rows(names: list[str], *, n_grids: int = 50, seed: int = 0) -> list[ZooR
         start = time.perf_counter()
         model = load_model(name)
         loaded = time.perf_counter() - start
-        row = ZooRow(name, model.family, model.info["test_accuracy"], model.info.get("build_seconds"), loaded)
+        info = model.info
+        curve = tuple(info.get("test_accuracy_by_epoch") or ())
+        row = ZooRow(
+            name, model.family, info["test_accuracy"], info.get("build_seconds"), loaded, accuracy_by_epoch=curve
+        )
         if n_grids and model.modality == "image":  # a grid of digits; text models have no cells
             if test is None:
                 test = mnist_splits()[1]
@@ -114,31 +119,30 @@ def epochs_to_reach(curve: list[float], target: float) -> int | None:
     return next((i for i, a in enumerate(curve, start=1) if a >= target), None)
 
 
-def training_cost(bcosified: str, bcosified_info: dict, from_scratch: str, scratch_info: dict) -> TrainingCost | None:
+def training_cost(bcosified: ZooRow, scratch: ZooRow) -> TrainingCost | None:
     """The cost comparison of one pair, or None when a build predates the per-epoch log."""
-    curve, scratch = bcosified_info.get("test_accuracy_by_epoch"), scratch_info.get("test_accuracy_by_epoch")
-    if not curve or not scratch:
+    curve = bcosified.accuracy_by_epoch
+    if not curve or not scratch.accuracy_by_epoch:
         return None
-    target = scratch_info["test_accuracy"]
-    k = epochs_to_reach(curve, target)
-    seconds = bcosified_info.get("build_seconds")
+    k = epochs_to_reach(list(curve), scratch.accuracy)
+    seconds = bcosified.build_seconds
     return TrainingCost(
-        bcosified,
-        from_scratch,
-        target,
+        bcosified.name,
+        scratch.name,
+        scratch.accuracy,
         k,
         len(curve),
-        len(scratch),
+        len(scratch.accuracy_by_epoch),
         None if k is None or seconds is None else seconds * k / len(curve),
-        scratch_info.get("build_seconds"),
+        scratch.build_seconds,
     )
 
 
-def training_costs(infos: dict[str, dict]) -> list[TrainingCost]:
-    """Every pair of :data:`COST_PAIRS` whose two models' infos are given (and logged per epoch)."""
-    pairs = [(b, s) for b, s in COST_PAIRS if b in infos and s in infos]
-    costs = [training_cost(b, infos[b], s, infos[s]) for b, s in pairs]
-    return [c for c in costs if c is not None]
+def training_costs(rows: list[ZooRow]) -> list[TrainingCost]:
+    """Every pair of :data:`COST_PAIRS` whose two models are among ``rows`` (and logged per epoch)."""
+    by_name = {r.name: r for r in rows}
+    pairs = [(by_name[b], by_name[s]) for b, s in COST_PAIRS if b in by_name and s in by_name]
+    return [c for c in (training_cost(b, s) for b, s in pairs) if c is not None]
 
 
 def cost_lines(costs: list[TrainingCost]) -> str:

@@ -17,7 +17,9 @@ whole logit (the positional share then shows up as gap).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -26,6 +28,9 @@ from faithbench.config import to_dict
 from metrics._checks import check_choice, check_finite, check_tensor
 from metrics.spec import MetricResult, MetricSpec, Unit
 from metrics.types import Scores
+
+if TYPE_CHECKING:
+    from models.adapter import ModelAdapter
 
 
 def completeness_gap(attributions: Tensor, reference: Tensor) -> Scores:
@@ -65,24 +70,15 @@ def applies(unit: Unit) -> str | None:
     return None
 
 
-def _claims(unit: Unit) -> tuple[Tensor, Tensor | None]:
-    """(claimed totals, positional terms or None) of this shard's samples, computed once per unit."""
+def _per_sample(unit: Unit, name: str, compute: Callable[[ModelAdapter, Tensor, Tensor], Tensor]) -> Tensor:
+    """``compute(model, inputs, targets)`` over this shard's samples, ``eval_batch`` at a time, once per unit."""
 
-    def compute() -> tuple[Tensor, Tensor | None]:
+    def run() -> Tensor:
         x, t, _ = unit.samples()
-        b, method = unit.eval_batch, unit.method
-        parts = [
-            (
-                method.completeness_target(unit.model, x[s : s + b], t[s : s + b]),
-                method.positional_term(unit.model, x[s : s + b], t[s : s + b]),
-            )
-            for s in range(0, len(x), b)
-        ]
-        claims = torch.cat([c for c, _ in parts])
-        terms = [p for _, p in parts]
-        return claims, None if any(p is None for p in terms) else torch.cat(terms)
+        b = unit.eval_batch
+        return torch.cat([compute(unit.model, x[s : s + b], t[s : s + b]) for s in range(0, len(x), b)])
 
-    return unit.memo(("completeness", "claims"), compute)
+    return unit.memo(("completeness", name), run)
 
 
 def evaluate(unit: Unit, cfg: CompletenessConfig) -> MetricResult:
@@ -92,9 +88,9 @@ def evaluate(unit: Unit, cfg: CompletenessConfig) -> MetricResult:
     params |= to_dict(cfg) if unit.method.has_positional_term(unit.model) else {}
     if len(ids) == 0:
         return MetricResult.empty(params, "samples")
-    ref, positional = _claims(unit)
-    if positional is not None and cfg.positional_term == "separate":
-        ref = ref - positional
+    ref = _per_sample(unit, "claim", unit.method.completeness_target)
+    if "positional_term" in params and cfg.positional_term == "separate":
+        ref = ref - _per_sample(unit, "positional", unit.method.positional_term)
         params["claim"] += " - positional term"
     scores = completeness_gap(unit.sample_maps(), ref)
     return MetricResult(scores.values, scores.undefined, ids, params, "samples")
@@ -112,7 +108,7 @@ def positional_share(positional: Tensor, claim: Tensor) -> Tensor:
 
 
 def positional_applies(unit: Unit) -> str | None:
-    if unit.method.completeness != "logit" or not unit.method.has_positional_term(unit.model):
+    if not unit.method.has_positional_term(unit.model):
         return f"method {unit.method.name!r} has no positional term on model {unit.model.name!r}"
     return None
 
@@ -122,10 +118,8 @@ def evaluate_positional(unit: Unit, cfg: CompletenessConfig) -> MetricResult:
     params = {"claim": unit.method.completeness}
     if len(ids) == 0:
         return MetricResult.empty(params, "samples")
-    claim, positional = _claims(unit)
-    if positional is None:
-        raise ValueError(f"method {unit.method.name!r} has no positional term on model {unit.model.name!r}")
-    share = positional_share(positional, claim)
+    claim = _per_sample(unit, "claim", unit.method.completeness_target)
+    share = positional_share(_per_sample(unit, "positional", unit.method.positional_term), claim)
     return MetricResult(share, share.isnan(), ids, params, "samples")
 
 

@@ -80,17 +80,18 @@ class Plateau:
         self.validation: list[float] = []
         self.test: list[float] = []
         self.best_state: dict = {}
+        self.kept_epoch = 0  # 1-based epoch whose weights ``best_state`` holds
         self.stale = 0
 
     def __call__(self, model: nn.Module) -> bool:
         accuracy = self.accuracy(model, "validation")
         self.test.append(self.accuracy(model, "test"))
-        if not self.validation or accuracy >= max(self.validation) + self.min_delta:
+        self.validation.append(accuracy)
+        if self.kept_epoch == 0 or accuracy >= self.validation[self.kept_epoch - 1] + self.min_delta:
             self.best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-            self.stale = 0
+            self.kept_epoch, self.stale = len(self.validation), 0
         else:
             self.stale += 1
-        self.validation.append(accuracy)
         return self.stale >= self.patience
 
     def record(self) -> dict:
@@ -98,14 +99,6 @@ class Plateau:
         return {
             "validation_accuracy_by_epoch": self.validation,
             "test_accuracy_by_epoch": self.test,
-            "kept_epoch": self.kept_epoch(),
+            "kept_epoch": self.kept_epoch,
             "plateau": {"min_delta": self.min_delta, "patience": self.patience},
         }
-
-    def kept_epoch(self) -> int:
-        """1-based epoch whose weights were kept: the last one that improved on every earlier one by min_delta."""
-        kept, best = 1, self.validation[0]
-        for epoch, accuracy in enumerate(self.validation[1:], start=2):
-            if accuracy >= best + self.min_delta:
-                kept, best = epoch, accuracy
-        return kept

@@ -44,7 +44,7 @@ def test_stops_after_the_first_epoch_that_gains_too_little_and_keeps_the_best():
     p = Plateau(min_delta=0.005, patience=1, accuracy=scripted([0.70, 0.75, 0.77, 0.772, 0.9]))
     epochs = run(p)
     assert epochs == 4  # 0.772 gains 0.2 points on 0.77: plateau
-    assert p.best_state["epoch"].item() == 3 and p.kept_epoch() == 3
+    assert p.best_state["epoch"].item() == 3 and p.kept_epoch == 3
     rec = p.record()
     assert rec["validation_accuracy_by_epoch"] == [0.70, 0.75, 0.77, 0.772]
     assert rec["test_accuracy_by_epoch"] == pytest.approx([0.69, 0.74, 0.76, 0.762])
@@ -54,13 +54,13 @@ def test_stops_after_the_first_epoch_that_gains_too_little_and_keeps_the_best():
 def test_patience_counts_stale_epochs_in_a_row_and_a_drop_is_stale():
     p = Plateau(min_delta=0.005, patience=2, accuracy=scripted([0.60, 0.58, 0.70, 0.69, 0.702, 0.99]))
     epochs = run(p)
-    assert epochs == 5 and p.kept_epoch() == 3 and p.best_state["epoch"].item() == 3
+    assert epochs == 5 and p.kept_epoch == 3 and p.best_state["epoch"].item() == 3
 
 
 def test_the_budget_ends_training_that_keeps_improving():
     p = Plateau(min_delta=0.005, patience=1, accuracy=scripted([0.5, 0.6, 0.7]))
     epochs = run(p, max_epochs=3)
-    assert epochs == 3 and p.kept_epoch() == 3
+    assert epochs == 3 and p.kept_epoch == 3
 
 
 def test_the_sweep_recipes_train_to_a_plateau_and_the_ci_model_keeps_its_recipe():
@@ -75,3 +75,11 @@ def test_the_sweep_recipes_train_to_a_plateau_and_the_ci_model_keeps_its_recipe(
 def test_a_plateau_needs_a_validation_split():
     with pytest.raises(ValueError, match="needs an offline data set"):
         text_zoo._validation("ag-news")
+
+
+def test_small_gains_add_up_against_the_kept_epoch_and_the_record_names_the_weights_kept():
+    """Gains are measured against the kept epoch (as Keras' EarlyStopping does): 0.703 is stale against 0.70, 0.706
+    is not; the recorded epoch is the one whose weights are kept."""
+    p = Plateau(min_delta=0.005, patience=3, accuracy=scripted([0.70, 0.703, 0.706, 0.0, 0.0, 0.0]))
+    assert run(p) == 6
+    assert p.kept_epoch == 3 == p.best_state["epoch"].item() == p.record()["kept_epoch"]
