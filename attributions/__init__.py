@@ -4,11 +4,11 @@
 parameters; ``method.attribute(model, inputs, targets)`` returns channel-summed maps (B, H, W).
 """
 
-from attributions.attnlrp import AttnLrp
-from attributions.base import AttributionMethod, Capabilities, UnsupportedMethodError
-from attributions.chefer import CheferCam
-from attributions.controls import CONTROL_METHODS, CONTROLS
-from attributions.gradients import (
+from faithbench.attributions.attnlrp import AttnLrp
+from faithbench.attributions.base import AttributionMethod, Capabilities, UnsupportedMethodError
+from faithbench.attributions.chefer import CheferCam
+from faithbench.attributions.controls import CONTROL_METHODS, CONTROLS
+from faithbench.attributions.gradients import (
     DeepLift,
     GradCam,
     Gradient,
@@ -16,10 +16,10 @@ from attributions.gradients import (
     InputXGradient,
     IntegratedGradients,
 )
-from attributions.lrp import LRP
-from attributions.native import NativeExplanation, NativeNormalisedInput
-from attributions.perturbation import Lime, ShapleySampling
-from attributions.rollout import AttentionRollout, LastLayerAttention
+from faithbench.attributions.lrp import LRP
+from faithbench.attributions.native import NativeExplanation, NativeNormalisedInput
+from faithbench.attributions.perturbation import Lime, ShapleySampling
+from faithbench.attributions.rollout import AttentionRollout, LastLayerAttention
 from faithbench.registry import Registry
 
 METHODS: Registry[type[AttributionMethod]] = Registry("method")

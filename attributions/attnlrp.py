@@ -34,9 +34,9 @@ import torch
 from bcos.common import explanation_mode
 from torch import Tensor, nn
 
-from attributions.base import AttributionMethod, Capabilities
-from attributions.rollout import attention_modules
-from models.adapter import ModelAdapter
+from faithbench.attributions.base import AttributionMethod, Capabilities
+from faithbench.attributions.rollout import attention_modules
+from faithbench.models.adapter import ModelAdapter
 
 _PATCHED_ATTRIBUTES = ("forward", "backward", "original_forward")
 

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from faithbench.config import check_type
 from faithbench.errors import ParameterError
-from models.adapter import ModelAdapter
+from faithbench.models.adapter import ModelAdapter
 
 DEFAULT_MAX_BATCH = 256  # inputs per model call unless the caller bounds it (suite key / --max-batch)
 

@@ -20,9 +20,9 @@ import torch.nn.functional as F
 from bcos.models.vit import Attention
 from torch import Tensor, nn
 
-from attributions.base import AttributionMethod, Capabilities
-from attributions.rollout import attention_modules, token_map
-from models.adapter import ModelAdapter
+from faithbench.attributions.base import AttributionMethod, Capabilities
+from faithbench.attributions.rollout import attention_modules, token_map
+from faithbench.models.adapter import ModelAdapter
 
 
 def _mha_with_weights(m: nn.MultiheadAttention, q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:

@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attributions.base import AttributionMethod, Capabilities, UnsupportedMethodError
-from models.adapter import ModelAdapter
+from faithbench.attributions.base import AttributionMethod, Capabilities, UnsupportedMethodError
+from faithbench.models.adapter import ModelAdapter
 
 CONTROLS = ("random", "uniform", "centre", "edges", "oracle")
 _CAPS = Capabilities(text=True, class_specific=False, model_free=True)

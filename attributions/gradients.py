@@ -8,9 +8,9 @@ import captum.attr as ca
 import torch
 from torch import Tensor
 
-from attributions.base import AttributionMethod, Capabilities, module_by_name
-from attributions.coverage import DEEPLIFT_MODULES, GUIDED_BACKPROP_MODULES, internal_softmax, uncovered
-from models.adapter import ModelAdapter
+from faithbench.attributions.base import AttributionMethod, Capabilities, module_by_name
+from faithbench.attributions.coverage import DEEPLIFT_MODULES, GUIDED_BACKPROP_MODULES, internal_softmax, uncovered
+from faithbench.models.adapter import ModelAdapter
 
 
 def _leaf(inputs: Tensor) -> Tensor:
@@ -79,7 +79,7 @@ _PLAIN = "the plain gradient (method 'gradient')"
 class GuidedBackprop(AttributionMethod):
     """Refuses models without an ``nn.ReLU`` module (the maps would be the plain gradient). With ReLU
     modules beside other nonlinearities (a B-cosified CNN's B-cos layers, functional ReLUs), only the
-    ReLU modules are guided and the rest pass their plain gradient (:mod:`attributions.coverage`)."""
+    ReLU modules are guided and the rest pass their plain gradient (:mod:`faithbench.attributions.coverage`)."""
 
     name = "guided_backprop"
     description = (
@@ -101,7 +101,8 @@ class DeepLift(AttributionMethod):
     MaxPool; the maps would be (x - baseline) x gradient) and models with an ``nn.Softmax`` module
     (Captum's softmax rule mixes the samples of a batch; every ViT here). On models that mix covered
     modules with other nonlinearities (a B-cosified CNN's ReLUs beside its B-cos layers) the rules apply
-    at the covered modules and the rest passes its plain gradient: a hybrid (:mod:`attributions.coverage`)."""
+    at the covered modules and the rest passes its plain gradient: a hybrid
+    (:mod:`faithbench.attributions.coverage`)."""
 
     name = "deeplift"
     description = (

@@ -18,7 +18,7 @@ from bcos.modules import BcosConv2d, BcosLinear, LogitLayer
 from bcos.modules.norms.uncentered_norms import BatchNormUncentered2d
 from torch import nn
 
-from models.adapter import ModelAdapter
+from faithbench.models.adapter import ModelAdapter
 
 # Modules that are positively homogeneous of degree 1, m(a x) = a m(x) for a > 0, when bias-free:
 # linear maps, ReLU gates, pooling, uncentered BatchNorm (x / std * w), and B-cos layers, whose

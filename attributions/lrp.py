@@ -35,10 +35,10 @@ from zennit.rules import Epsilon, Pass
 from zennit.torchvision import ResNetCanonizer
 from zennit.types import Convolution
 
-from attributions.base import AttributionMethod, Capabilities
+from faithbench.attributions.base import AttributionMethod, Capabilities
+from faithbench.models.adapter import ModelAdapter
+from faithbench.models.bcosify import InputNormalization
 from faithbench.registry import Registry
-from models.adapter import ModelAdapter
-from models.bcosify import InputNormalization
 
 
 def _epsilon_composite(epsilon: float, layer_map: list, canonizers: list) -> LayerMapComposite:

@@ -18,9 +18,9 @@ from typing import ClassVar
 
 from torch import Tensor, nn
 
-from attributions.base import AttributionMethod, Capabilities
-from models.adapter import ModelAdapter, input_x_gradient, positional_contribution, positional_embeddings
-from models.bcosify import InputNormalization
+from faithbench.attributions.base import AttributionMethod, Capabilities
+from faithbench.models.adapter import ModelAdapter, input_x_gradient, positional_contribution, positional_embeddings
+from faithbench.models.bcosify import InputNormalization
 
 
 def split_input_normalization(module: nn.Module) -> tuple[nn.Module, nn.Module] | None:

@@ -6,9 +6,9 @@ space, on every channel, so both halves of a B-cos [x, 1 - x] pair go together).
 the decoded image: ``quickshift`` (LIME's default: kernel 4, max_dist 200, ratio 0.2, as TPAMI's
 code), ``slic`` or a square grid of ``patches``. Maps hold each segment's value on its pixels.
 Sampling is seeded per sample, so a map does not depend on the rest of the batch; the perturbations
-of all samples share model calls of at most ``max_batch`` inputs (:mod:`attributions.sampling`).
+of all samples share model calls of at most ``max_batch`` inputs (:mod:`faithbench.attributions.sampling`).
 On text every token is a segment ([CLS] and [SEP] one more, :func:`token_segments`), and an absent token
-is 0: it drops out of attention (:mod:`models.text_encoding`).
+is 0: it drops out of attention (:mod:`faithbench.models.text_encoding`).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attributions.base import AttributionMethod, Capabilities
-from attributions.sampling import ScoreFn, lime_weights, segment_maps, shapley_sampling_values, top_k_mask
+from faithbench.attributions.base import AttributionMethod, Capabilities
+from faithbench.attributions.sampling import ScoreFn, lime_weights, segment_maps, shapley_sampling_values, top_k_mask
 from faithbench.errors import ParameterError, check_choice
-from models.adapter import ModelAdapter
+from faithbench.models.adapter import ModelAdapter
 
 SEGMENTATIONS = ("quickshift", "slic", "patches")
 
@@ -75,7 +75,7 @@ def token_segments(embedded: Tensor) -> Tensor:
 
 class _SegmentMethod(AttributionMethod):
     """LIME and Shapley sampling over a segment mask: every sample's perturbations batched across samples
-    (:mod:`attributions.sampling`), each sample seeded as if alone, so a map never depends on its batch."""
+    (:mod:`faithbench.attributions.sampling`), each sample seeded as if alone, so a map never depends on its batch."""
 
     capabilities = Capabilities(seeded=True, text=True)
     choices: ClassVar[dict] = {"segmentation": SEGMENTATIONS}

@@ -17,9 +17,9 @@ import torch.nn.functional as F
 from bcos.models.vit import Attention
 from torch import Tensor, nn
 
-from attributions.base import AttributionMethod, Capabilities
-from models.adapter import ModelAdapter
-from models.text_models import SelfAttention
+from faithbench.attributions.base import AttributionMethod, Capabilities
+from faithbench.models.adapter import ModelAdapter
+from faithbench.models.text_models import SelfAttention
 
 
 def attention_modules(module: nn.Module) -> list[nn.Module]:

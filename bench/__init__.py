@@ -1,3 +1,3 @@
-"""faithbench command line, suites, runner, results and reports (``python -m bench``)."""
+"""faithbench's command line, suites, runner, results and reports (``faithbench.bench``; ``python -m bench``)."""
 
 __version__ = "0.1.0"

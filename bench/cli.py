@@ -8,14 +8,14 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 
-from bench.listing import cmd_list as _cmd_list
-from bench.perf import add_perf_parser
-from bench.rescore_cli import add_rescore_parser
+from faithbench.bench.listing import cmd_list as _cmd_list
+from faithbench.bench.perf import add_perf_parser
+from faithbench.bench.rescore_cli import add_rescore_parser
 
 
 def _cmd_zoo(args: argparse.Namespace) -> int:
-    from bench.zoo_report import LEGEND, cost_lines, training_costs, zoo_rows, zoo_table
-    from models import zoo
+    from faithbench.bench.zoo_report import LEGEND, cost_lines, training_costs, zoo_rows, zoo_table
+    from faithbench.models import zoo
 
     # Default: the digit zoo (minutes); --text: the CPU-sized text zoo (about 25 min on 2 cores); or the named
     # models (GPU presets and Hugging Face checkpoints are built only when named).
@@ -36,7 +36,7 @@ def _cmd_zoo(args: argparse.Namespace) -> int:
 def _config_options() -> list[tuple[str, str, str, object]]:
     """(table, key, help, default) of every metric config option that offers a command-line shorthand."""
     from faithbench.config import defaults
-    from metrics.registry import METRICS
+    from faithbench.metrics.registry import METRICS
 
     options, seen = [], set()
     for _, spec in METRICS.items():
@@ -78,9 +78,9 @@ def _no_progress_bars(disable: bool) -> Iterator[None]:
 def _cmd_run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from bench.report import report
-    from bench.runner import run
-    from bench.suite import load_suite, with_overrides
+    from faithbench.bench.report import report
+    from faithbench.bench.runner import run
+    from faithbench.bench.suite import load_suite, with_overrides
 
     suite = with_overrides(
         load_suite(args.suite),
@@ -101,7 +101,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         with _no_progress_bars(args.no_progress):
             results = run(suite, out, device=args.device, progress=not args.no_progress)
     except KeyboardInterrupt as exc:
-        from bench.runner import Terminated
+        from faithbench.bench.runner import Terminated
 
         why = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         sys.stderr.write(f"\n{why}: finished units are saved in {out}; run the same command to resume\n")
@@ -112,7 +112,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         sys.stderr.write("no (model, method) pair could be evaluated; see skipped.json\n")
         return 1
     if args.no_report:
-        from bench.report import leaderboard, to_text
+        from faithbench.bench.report import leaderboard, to_text
 
         text, files = to_text(leaderboard(results)), []
     else:
@@ -133,7 +133,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from bench.report import report
+    from faithbench.bench.report import report
     from faithbench.errors import UserError
 
     if not 0 < args.alpha < 1:
@@ -152,8 +152,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from bench.compare import FAILING, compare
-    from bench.report import to_text
+    from faithbench.bench.compare import FAILING, compare
+    from faithbench.bench.report import to_text
 
     table, failed = compare(
         Path(args.baseline),
@@ -291,17 +291,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     problem and shows its traceback (``--debug`` shows it for user errors too)."""
     import warnings
 
-    from bench.shadowing import shadowing_problem
     from faithbench.errors import UserError
 
     # Captum announces every hook it sets on activations; a long run would repeat it thousands of times.
     warnings.filterwarnings("ignore", message="Setting .*hooks", category=UserWarning)
     args = build_parser().parse_args(argv)
     debug = args.debug or os.environ.get("FAITHBENCH_DEBUG", "") not in ("", "0")
-    problem = shadowing_problem()
-    if problem:
-        sys.stderr.write(f"error: {problem}\n")
-        return 2
     try:
         return args.func(args)
     except UserError as exc:

@@ -15,12 +15,12 @@ import torch
 from torch import Tensor
 
 from faithbench.errors import UserError
+from faithbench.models.hf_text import HF_DATASETS
+from faithbench.models.text_models import WORDPIECE
 from faithbench.registry import Registry
-from models.hf_text import HF_DATASETS
-from models.text_models import WORDPIECE
 
 if TYPE_CHECKING:
-    from bench.suite import Suite
+    from faithbench.bench.suite import Suite
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class DatasetSpec:
 
 
 def _mnist(data_root: str | None) -> EvalData:
-    from models.data import mnist_splits
+    from faithbench.models.data import mnist_splits
 
     test = mnist_splits()[1]
     return EvalData("mnist-5k-test", test.images, test.labels)
@@ -62,13 +62,13 @@ def _mnist_224(data_root: str | None, per_class: int = 10) -> EvalData:
 
 
 def _rotten_tomatoes(data_root: str | None, tokenizer: str = WORDPIECE) -> EvalData:
-    from models.text_data import rotten_tomatoes
+    from faithbench.models.text_data import rotten_tomatoes
 
     return _tokenized("rotten-tomatoes-test", rotten_tomatoes().test, tokenizer)
 
 
 def _bbc_news(data_root: str | None, tokenizer: str = WORDPIECE) -> EvalData:
-    from models.text_data import bbc_news
+    from faithbench.models.text_data import bbc_news
 
     return _tokenized("bbc-news-test", bbc_news().test, tokenizer)
 
@@ -76,7 +76,7 @@ def _bbc_news(data_root: str | None, tokenizer: str = WORDPIECE) -> EvalData:
 def _tokenized(name: str, split, tokenizer: str) -> EvalData:
     """A text split as (N, T) ids ``[CLS] tokens [SEP]`` + [PAD] of ``tokenizer``, each at most
     ``models.text_encoding.MAX_LENGTH`` tokens (MiniLM's WordPiece ids are named by the data set alone)."""
-    from models.text_encoding import tokenize
+    from faithbench.models.text_encoding import tokenize
 
     ids, _ = tokenize(split.texts, tokenizer=tokenizer)
     return EvalData(name if tokenizer == WORDPIECE else f"{name}:{tokenizer}", ids, split.labels)
@@ -84,7 +84,7 @@ def _tokenized(name: str, split, tokenizer: str) -> EvalData:
 
 def _hugging_face(name: str) -> Callable[..., EvalData]:
     def load(data_root: str | None, tokenizer: str = WORDPIECE) -> EvalData:
-        from models.hf_text import load_hf_split
+        from faithbench.models.hf_text import load_hf_split
 
         split, _ = load_hf_split(name)
         return _tokenized(f"{name}-test", split, tokenizer)
@@ -159,7 +159,7 @@ def load_data(suite: Suite) -> EvalData:
 
 def text_tokenizer(models: tuple[str, ...] | list[str], where: str = "suite") -> str:
     """The vocabulary the text data is tokenized with: that of the models (MiniLM's WordPiece by default)."""
-    from models.registry import MODELS
+    from faithbench.models.registry import MODELS
 
     tokenizers = {MODELS.get(m).tokenizer for m in models} - {None}
     if len(tokenizers) > 1:

@@ -1,7 +1,7 @@
 """One unit: a (model, method) pair, every metric of the suite, per-sample records for the result files.
 
 The runner calls :func:`evaluate_unit`; it loops over the suite's metric specs and calls each
-spec's hook with the same signature (:mod:`metrics.spec`). No metric is named here.
+spec's hook with the same signature (:mod:`faithbench.metrics.spec`). No metric is named here.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 
 import torch
 
-from bench.cost import Cost, measuring
-from bench.suite import Suite
-from metrics.registry import METRICS
-from metrics.spec import MetricResult, MetricSpec, Unit
+from faithbench.bench.cost import Cost, measuring
+from faithbench.bench.suite import Suite
+from faithbench.metrics.registry import METRICS
+from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
 
 
 def to_record(

@@ -20,13 +20,13 @@ from faithbench.io import atomic_torch_save
 
 def compute_examples(run_dir: Path, results: pd.DataFrame) -> dict[tuple[str, str], dict]:
     """(model, method) -> {"image", "map", "label", "caption"} for every pair in ``results``."""
-    from attributions import CONTROLS, get_method
-    from bench.data import load_data
-    from bench.runner import resolve_device
-    from bench.suite import build_suite
-    from metrics.registry import METRICS
-    from metrics.spec import Unit
-    from models import load_model
+    from faithbench.attributions import CONTROLS, get_method
+    from faithbench.bench.data import load_data
+    from faithbench.bench.runner import resolve_device
+    from faithbench.bench.suite import build_suite
+    from faithbench.metrics.registry import METRICS
+    from faithbench.metrics.spec import Unit
+    from faithbench.models import load_model
 
     try:
         record = json.loads((run_dir / "run.json").read_text())

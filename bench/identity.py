@@ -8,7 +8,7 @@ methods of a model are flagged when their fingerprints agree::
     max |a - b| <= RTOL * max(max |a|, max |b|)        (over all fingerprint values; RTOL = 1e-5)
 
 A flagged pair is labelled ``expected`` when a known identity explains it
-(:data:`attributions.identities.KNOWN_IDENTITIES`, with its reason), else ``unexpected``: a method
+(:data:`faithbench.attributions.identities.KNOWN_IDENTITIES`, with its reason), else ``unexpected``: a method
 that has silently become another one, to be fixed or refused. The pairs of a run are written to
 ``identical_maps.json`` and listed by the report.
 """
@@ -25,10 +25,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attributions.identities import KNOWN_IDENTITIES, known_identity
+from faithbench.attributions.identities import KNOWN_IDENTITIES, known_identity
 from faithbench.io import atomic_write_text
-from metrics.spec import Unit
-from models.adapter import ModelAdapter
+from faithbench.metrics.spec import Unit
+from faithbench.models.adapter import ModelAdapter
 
 FINGERPRINT_IMAGES = 2  # enough: two methods that differ do so on every image in practice
 FINGERPRINT_VALUES = 1024  # per map; 28-32 px maps are kept whole (a unit file grows by ~11 KB)

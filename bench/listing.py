@@ -8,11 +8,11 @@ import sys
 
 def cmd_list(args: argparse.Namespace) -> int:
     """``python -m bench list``: every registered metric (and its conventions), model, method, data set and suite."""
-    from attributions import METHODS
-    from bench.data import DATASETS
-    from bench.suite import SUITES, suite_description
-    from metrics.registry import METRICS
-    from models import MODELS
+    from faithbench.attributions import METHODS
+    from faithbench.bench.data import DATASETS
+    from faithbench.bench.suite import SUITES, suite_description
+    from faithbench.metrics.registry import METRICS
+    from faithbench.models import MODELS
 
     out = sys.stdout
     modalities = list(dict.fromkeys(d.modality for _, d in DATASETS.items()))

@@ -20,11 +20,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from bench.data import EvalData
-from bench.suite import Suite
+from faithbench.bench.data import EvalData
+from faithbench.bench.suite import Suite
 from faithbench.io import atomic_torch_save
-from metrics.registry import METRICS
-from models.adapter import ModelAdapter
+from faithbench.metrics.registry import METRICS
+from faithbench.models.adapter import ModelAdapter
 
 SHARED_FILE = "shared.pt"
 

@@ -10,7 +10,7 @@ to faithbench and Quantus and are never part of a time. Rows (``implementation``
   ``pixel_insertion``, ``comprehensiveness_sufficiency`` on pixel features, ``grid_pointing_game`` on
   2 x 2 grid maps, ``explanation_entropy``, ``gini_index``), or ``method.attribute`` on the batch;
 * ``quantus``: the same quantity in Quantus where it defines it (PixelFlipping, RegionPerturbation,
-  RelevanceMassAccuracy, Complexity, Sparseness; the correspondences are in :mod:`bench.perf_quantus`),
+  RelevanceMassAccuracy, Complexity, Sparseness; the correspondences are in :mod:`faithbench.bench.perf_quantus`),
   on the first ``n_quantus`` images (``n_images``), as Quantus loops over samples in NumPy. Its
   per-sample values must agree with faithbench's (``agrees``, ``max_abs_diff``) before the faithbench
   row gets ``ratio_to_quantus`` = faithbench seconds per image / Quantus seconds per image;
@@ -25,7 +25,7 @@ they carried. ``peak_memory_mb``: ``torch.cuda.max_memory_allocated`` over the t
 inputs included); empty (NaN) on the CPU, where PyTorch keeps no allocator statistics.
 
 This module imports only the standard library at load time (the command line is built from it);
-the timing engine is :mod:`bench.perf_timing`.
+the timing engine is :mod:`faithbench.bench.perf_timing`.
 """
 
 from __future__ import annotations
@@ -134,10 +134,11 @@ def run_perf(
     write ``perf.csv`` and ``perf.json`` (sizes, notes and provenance) into ``out`` if given."""
     import pandas as pd
 
-    from bench.perf_quantus import import_quantus
-    from bench.perf_timing import case_rows
-    from bench.results import atomic_write_csv, provenance
-    from bench.runner import resolve_device
+    from faithbench.bench.perf_quantus import import_quantus
+    from faithbench.bench.perf_timing import case_rows
+    from faithbench.bench.provenance import provenance
+    from faithbench.bench.results import atomic_write_csv
+    from faithbench.bench.runner import resolve_device
     from faithbench.errors import UserError
     from faithbench.io import atomic_write_text
 
@@ -167,7 +168,7 @@ def run_perf(
 
 def format_table(table: pd.DataFrame) -> str:
     """The printed table: milliseconds, 4 significant digits, empty where a value is undefined."""
-    from bench.report import to_text
+    from faithbench.bench.report import to_text
 
     shown = table.drop(columns=["kind", "device", "model_inputs", "note"]).rename(columns={"seconds": "ms"})
     shown["ms"] = shown["ms"] * 1e3

@@ -26,7 +26,7 @@ from types import ModuleType
 import numpy as np
 from torch import Tensor, nn
 
-from metrics import explanation_entropy, gini_index, grid_pointing_game, pixel_deletion
+from faithbench.metrics import explanation_entropy, gini_index, grid_pointing_game, pixel_deletion
 
 RTOL, ATOL = 1e-4, 1e-6  # per-sample agreement needed before a Quantus timing counts
 SPARSENESS_OFFSET = 1e-7  # Quantus Sparseness adds this to every |a_i|

@@ -1,6 +1,6 @@
-"""The timing engine of ``python -m bench perf`` (what each row measures: :mod:`bench.perf`).
+"""The timing engine of ``python -m bench perf`` (what each row measures: :mod:`faithbench.bench.perf`).
 
-Kept apart from :mod:`bench.perf` so that building the command line imports no faithbench layer.
+Kept apart from :mod:`faithbench.bench.perf` so that building the command line imports no faithbench layer.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
-from attributions import UnsupportedMethodError, get_method
-from bench.perf_quantus import agreement, paired_quantities
-from metrics import comprehensiveness_sufficiency, pixel_deletion, pixel_insertion
-from models import MODELS, load_model
-from models.adapter import ModelAdapter
+from faithbench.attributions import UnsupportedMethodError, get_method
+from faithbench.bench.perf_quantus import agreement, paired_quantities
+from faithbench.metrics import comprehensiveness_sufficiency, pixel_deletion, pixel_insertion
+from faithbench.models import MODELS, load_model
+from faithbench.models.adapter import ModelAdapter
 
 if TYPE_CHECKING:
-    from bench.perf import PerfCase, PerfSizes
+    from faithbench.bench.perf import PerfCase, PerfSizes
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.results import ROOT, RunStore, code_identity
-from bench.suite import Suite
+from faithbench.bench.provenance import code_identity, is_own_file
+from faithbench.bench.results import RunStore
+from faithbench.bench.suite import Suite
 
 
 def plugin_sources(suite: Suite, method: Any) -> list[Path]:
@@ -29,7 +30,7 @@ def plugin_sources(suite: Suite, method: Any) -> list[Path]:
         method_file = inspect.getsourcefile(type(method))
     except TypeError:  # a class defined where no file backs it (a notebook cell, exec): nothing to hash
         method_file = None
-    if method_file and not Path(method_file).resolve().is_relative_to(ROOT):
+    if method_file and not is_own_file(method_file):
         files.append(Path(method_file))
     return files
 
@@ -50,7 +51,7 @@ def plan_key(suite: Suite, model_name: str, method: str, method_params: dict, pl
 
 def unit_key(plan: str, weights_sha256: str, shared: str = "") -> str:
     """The resume key of a unit: its plan key, its model's weights and (when a metric shares its items across
-    models, :mod:`bench.pairing`) the digest of the shared items."""
+    models, :mod:`faithbench.bench.pairing`) the digest of the shared items."""
     return hashlib.sha256(f"{plan}:{weights_sha256}{f':{shared}' if shared else ''}".encode()).hexdigest()
 
 

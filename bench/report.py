@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.report_stats import LeaderboardStats
+from faithbench.bench.report_stats import LeaderboardStats
 from faithbench.errors import UserError
 
 
@@ -42,7 +42,7 @@ def leaderboard(results: pd.DataFrame, stats: LeaderboardStats | None = None) ->
     Column names carry the direction (↑ higher is better, ↓ lower is better) and unit; with ``stats``,
     the best and tied-best cells of each model and metric carry their marks and P(rank 1).
     """
-    from metrics.registry import METRICS
+    from faithbench.metrics.registry import METRICS
 
     results = results[~results["method"].astype(str).str.contains("@", regex=False)]  # reruns: statistics only
     metrics = [m for m in METRICS if m in set(results["metric"])]
@@ -132,9 +132,9 @@ def write_plots(run_dir: Path, results: pd.DataFrame, out: Path, stats: Leaderbo
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    from bench.cost import cost_plot
-    from bench.examples import example_panel
-    from metrics.registry import METRICS
+    from faithbench.bench.cost import cost_plot
+    from faithbench.bench.examples import example_panel
+    from faithbench.metrics.registry import METRICS
 
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -182,7 +182,7 @@ def write_plots(run_dir: Path, results: pd.DataFrame, out: Path, stats: Leaderbo
     if panel is not None:
         written.append(panel)
     if stats is not None:
-        from bench.report_stats import agreement_heatmap, rank_interval_plot
+        from faithbench.bench.report_stats import agreement_heatmap, rank_interval_plot
 
         written += [p for p in (agreement_heatmap(stats, out, plt, sns), rank_interval_plot(stats, out, plt, sns)) if p]
     return written
@@ -199,7 +199,7 @@ def _read_optional(path: Path) -> pd.DataFrame | None:
 
 def identity_section(run_dir: Path, markdown: bool) -> str:
     """The run's method pairs with identical maps, labelled, and the known identities ("" before the check)."""
-    from bench import identity
+    from faithbench.bench import identity
 
     record = identity.read(run_dir)
     if record is None:
@@ -228,7 +228,7 @@ def identity_section(run_dir: Path, markdown: bool) -> str:
 
 def statistics_section(stats: LeaderboardStats, markdown: bool) -> str:
     """Split-half reliability per model and metric, and how well the metrics agree on the method order."""
-    from bench.report_stats import SKILL_NOTE, reliability_text, skill_table
+    from faithbench.bench.report_stats import SKILL_NOTE, reliability_text, skill_table
 
     blocks = []
     skill = skill_table(stats)
@@ -273,11 +273,11 @@ def report(
 ) -> tuple[str, dict[str, Path], list[Path]]:
     """Tables, statistics and plots for a run; returns the terminal table and the files written.
 
-    The leaderboards mark the best and tied-best methods (:mod:`bench.statistics`, test level ``alpha``,
+    The leaderboards mark the best and tied-best methods (:mod:`faithbench.bench.statistics`, test level ``alpha``,
     ``n_boot`` bootstrap resamples for P(rank 1)); the Markdown and text ones end with the metrics'
-    reliability and agreement and the identical-maps check (:mod:`bench.identity`)."""
-    from bench.cost import cost_section
-    from bench.report_stats import leaderboard_stats, write_statistics
+    reliability and agreement and the identical-maps check (:mod:`faithbench.bench.identity`)."""
+    from faithbench.bench.cost import cost_section
+    from faithbench.bench.report_stats import leaderboard_stats, write_statistics
 
     results = read_results(results_csv)
     run_dir = Path(results_csv).parent

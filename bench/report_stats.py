@@ -1,4 +1,4 @@
-"""The report's statistics (:mod:`bench.statistics`): leaderboard marks, their footnote, the statistics
+"""The report's statistics (:mod:`faithbench.bench.statistics`): leaderboard marks, their footnote, the statistics
 files, the metric-agreement heatmap and the rank-interval plot."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.statistics import (
+from faithbench.bench.statistics import (
     metric_agreement,
     paired_tests,
     rank_stability,
@@ -72,7 +72,7 @@ def leaderboard_stats(
     run_dir: Path, results: pd.DataFrame, alpha: float = 0.05, n_boot: int = 1000, seed: int = 0
 ) -> LeaderboardStats:
     """Paired tests, rank stability, metric agreement and split-half reliability of a run."""
-    from attributions import CONTROLS
+    from faithbench.attributions import CONTROLS
 
     samples = _read_samples(run_dir)
     reruns = rerun_agreement(samples) if samples is not None else pd.DataFrame()

@@ -21,20 +21,21 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
-from attributions import get_method
-from bench.data import load_data
-from bench.evaluate import evaluate_unit
-from bench.folder_lock import FolderLock
-from bench.pairing import load_shared
-from bench.report import read_results
-from bench.results import RunStore, provenance
-from bench.runner import resolve_device, sample_ids
-from bench.suite import build_suite, with_overrides
+from faithbench.attributions import get_method
+from faithbench.bench.data import load_data
+from faithbench.bench.evaluate import evaluate_unit
+from faithbench.bench.folder_lock import FolderLock
+from faithbench.bench.pairing import load_shared
+from faithbench.bench.provenance import provenance
+from faithbench.bench.report import read_results
+from faithbench.bench.results import RunStore
+from faithbench.bench.runner import resolve_device, sample_ids
+from faithbench.bench.suite import build_suite, with_overrides
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
-from metrics.mapstore import MapStore, MissingMapsError
-from metrics.spec import Unit
-from models import load_model
+from faithbench.metrics.mapstore import MapStore, MissingMapsError
+from faithbench.metrics.spec import Unit
+from faithbench.models import load_model
 
 
 def parse_settings(pairs: list[str]) -> dict[str, dict[str, Any]]:
@@ -61,7 +62,7 @@ def _folder_name(settings: dict[str, dict[str, Any]]) -> str:
 def ranking_flips(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
     """Per (model, metric): the best method before and after and the method pairs whose order reversed (the
     controls are the yardstick, not contestants: left out; so are the reruns of seeded methods)."""
-    from attributions import CONTROLS
+    from faithbench.attributions import CONTROLS
 
     rows = []
     merged = before.merge(after, on=["model", "metric", "method"], suffixes=("_before", "_after"))

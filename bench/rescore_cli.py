@@ -1,4 +1,4 @@
-"""``python -m bench rescore``: the command line of :mod:`bench.rescore`."""
+"""``python -m bench rescore``: the command line of :mod:`faithbench.bench.rescore`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections.abc import Callable
 def _cmd_rescore(args: argparse.Namespace, quiet: Callable) -> int:
     from pathlib import Path
 
-    from bench.report import report, to_text
-    from bench.rescore import parse_settings, rescore
+    from faithbench.bench.report import report, to_text
+    from faithbench.bench.rescore import parse_settings, rescore
 
     settings = parse_settings(args.set or [])
     with quiet(args.no_progress):

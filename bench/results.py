@@ -2,7 +2,7 @@
 
 Layout of a run folder::
 
-    .lock             held by the one process writing the folder (:mod:`bench.folder_lock`)
+    .lock             held by the one process writing the folder (:mod:`faithbench.bench.folder_lock`)
     run.json          suite, provenance, and the run's units: (model, method, key) of each, the manifest that
                       ``report`` and ``rescore`` read (a unit file that the manifest does not name is not
                       part of the run)
@@ -20,25 +20,17 @@ files after each unit, so an interrupted run keeps everything it finished.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import platform
-import subprocess
 from collections.abc import Iterable
-from datetime import UTC, datetime
-from functools import lru_cache
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
-from bench.intervals import summarise
+from faithbench.bench.intervals import summarise
 from faithbench.errors import UserError
 from faithbench.io import atomic_torch_save, atomic_write_text
-
-ROOT = Path(__file__).resolve().parent.parent  # the folder holding faithbench's packages
 
 RESULT_COLUMNS = [
     "suite",
@@ -67,78 +59,6 @@ RESULT_COLUMNS = [
 
 def atomic_write_csv(path: Path, frame: pd.DataFrame) -> None:
     atomic_write_text(path, frame.to_csv(index=False))
-
-
-def _version(dist: str) -> str:
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return "not installed"
-
-
-def git_revision() -> str:
-    """The checkout's commit (``-dirty`` with uncommitted changes), or ``unknown`` outside git."""
-    try:
-        rev = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True, timeout=10
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return rev + ("-dirty" if dirty else "")
-
-
-@lru_cache(maxsize=1)
-def code_identity() -> str:
-    """SHA-256 of faithbench's own source (every module and suite file): two runs share it only if they
-    ran the same code, whether installed from git, a wheel or an edited checkout."""
-    h = hashlib.sha256()
-    for pkg in ("faithbench", "bench", "metrics", "models", "attributions"):
-        for path in sorted((ROOT / pkg).rglob("*")):
-            if path.suffix in (".py", ".toml") and "__pycache__" not in path.parts:
-                h.update(str(path.relative_to(ROOT)).encode())
-                h.update(path.read_bytes())
-    return h.hexdigest()
-
-
-def source_identity(files: Iterable[Path]) -> str:
-    """SHA-256 over the names and bytes of ``files`` (code that is not faithbench's: plugins)."""
-    h = hashlib.sha256()
-    for path in sorted({Path(f).resolve() for f in files}):
-        h.update(path.name.encode())  # the name, not the folder: a moved checkout keeps its keys
-        h.update(path.read_bytes() if path.is_file() else b"<missing>")
-    return h.hexdigest()
-
-
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"cuda:{device.index or 0} {torch.cuda.get_device_name(device)}"
-    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
-
-
-def provenance(device: torch.device, seed: int) -> dict[str, str]:
-    """What every result row carries: versions, git revision, device, seed, time."""
-    return {
-        "faithbench_version": _version("faithbench"),
-        "git_revision": git_revision(),
-        "faithbench_code_sha256": code_identity()[:16],
-        "torch_version": torch.__version__,
-        "captum_version": _version("captum"),
-        "zennit_version": _version("zennit"),
-        "bcos_version": _version("bcos"),
-        "lxt_version": _version("lxt"),
-        "python_version": platform.python_version(),
-        "device": device_name(device),
-        "seed": str(seed),
-        "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
 
 
 _RERUN = "run the run's `bench run` command into the folder again: it recomputes what is missing"
@@ -216,7 +136,7 @@ class RunStore:
         return self.out / "maps" / f"{model}__{method}{f'.rank{rank}' if rank else ''}.pt"
 
     def save_maps(self, model: str, method: str, key: str, state: dict, rank: int = 0) -> None:
-        """A unit's attribution maps (a :class:`metrics.mapstore.MapStore` state) under the unit's key."""
+        """A unit's attribution maps (a :class:`faithbench.metrics.mapstore.MapStore` state) under the unit's key."""
         atomic_torch_save(self.maps_path(model, method, rank), {"key": key, **state})
 
     def load_maps(self, model: str, method: str, key: str) -> list[dict]:

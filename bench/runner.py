@@ -1,13 +1,13 @@
 """The run loop: suite -> (model x method) units -> result files, resumable and shardable.
 
 A unit explains one model with one method and computes every metric of the suite from those
-explanations (:mod:`bench.evaluate`). Finished units are saved atomically under a key of
+explanations (:mod:`faithbench.bench.evaluate`). Finished units are saved atomically under a key of
 everything their scores depend on -- the suite's evaluation settings, the model's weights, the
 method and its parameters, faithbench's code -- and reused when the same command runs again.
 Under ``torchrun`` every rank evaluates a shard and rank 0 gathers the per-sample scores, so the
-results equal a single-process run (:mod:`bench.distributed`). Nothing is written before the
+results equal a single-process run (:mod:`faithbench.bench.distributed`). Nothing is written before the
 suite, the data and the first model have loaded. Once a model's units are done, any two of its
-methods whose maps agree are flagged (:mod:`bench.identity`).
+methods whose maps agree are flagged (:mod:`faithbench.bench.identity`).
 """
 
 from __future__ import annotations
@@ -24,23 +24,24 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from attributions import UnsupportedMethodError, get_method
-from bench.data import load_data
-from bench.distributed import Shard
-from bench.evaluate import evaluate_unit, merge_shards
-from bench.folder_lock import FolderLock
-from bench.identity import fingerprint, identical_pairs, warning_line
-from bench.identity import write as write_identical
-from bench.pairing import SharedItems, save_shared, share_items, shared_digest
-from bench.plan import plan_key, plugin_sources, resume_count, unit_key
-from bench.results import RunStore, provenance, source_identity
-from bench.suite import Suite
+from faithbench.attributions import UnsupportedMethodError, get_method
+from faithbench.bench.data import load_data
+from faithbench.bench.distributed import Shard
+from faithbench.bench.evaluate import evaluate_unit, merge_shards
+from faithbench.bench.folder_lock import FolderLock
+from faithbench.bench.identity import fingerprint, identical_pairs, warning_line
+from faithbench.bench.identity import write as write_identical
+from faithbench.bench.pairing import SharedItems, save_shared, share_items, shared_digest
+from faithbench.bench.plan import plan_key, plugin_sources, resume_count, unit_key
+from faithbench.bench.provenance import provenance, source_identity
+from faithbench.bench.results import RunStore
+from faithbench.bench.suite import Suite
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
-from metrics.mapstore import MapStore
-from metrics.spec import Unit
-from models import load_model
-from models.adapter import ModelAdapter
+from faithbench.metrics.mapstore import MapStore
+from faithbench.metrics.spec import Unit
+from faithbench.models import load_model
+from faithbench.models.adapter import ModelAdapter
 
 # Rewriting the result tables takes ~1 s on a full suite: after a unit they are rewritten at most this
 # often, and always when the run ends or is interrupted.
@@ -143,7 +144,7 @@ def _raise_terminated(signum: int, frame: Any) -> None:
 def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) -> Any:
     """Run (or resume) ``suite`` into folder ``out``; returns the results table (rank 0) or None.
 
-    The folder is locked for the whole run (:class:`bench.folder_lock.FolderLock`: one writer, released
+    The folder is locked for the whole run (:class:`faithbench.bench.folder_lock.FolderLock`: one writer, released
     however the process ends); SIGTERM is handled like Ctrl-C (``KeyboardInterrupt``)."""
     out = Path(out)
     shard, dev = Shard.start(resolve_device(device))

@@ -36,7 +36,7 @@ SCALARS = {  # key: (type, smallest value or None)
 LISTS = ("models", "methods", "metrics", "plugins", "controls", "rerun_seeds")
 
 SUITES: Registry[Path] = Registry("suite")
-for _path in sorted(Path(str(files("bench").joinpath("suites"))).glob("*.toml")):
+for _path in sorted(Path(str(files("faithbench.bench").joinpath("suites"))).glob("*.toml")):
     SUITES.register(_path.stem, _path)
 
 
@@ -74,7 +74,7 @@ class Suite:
     def jobs(self) -> list[tuple[str, str, dict[str, Any]]]:
         """What the runner evaluates: (label, method, parameters) for every method and control, then every
         seeded one again per ``rerun_seeds`` entry, labelled ``METHOD@seedN``."""
-        from attributions import METHODS
+        from faithbench.attributions import METHODS
 
         base = [(m, m, dict(self.method_params.get(m, {}))) for m in self.all_methods]
         reruns = [
@@ -87,13 +87,13 @@ class Suite:
 
     @property
     def modality(self) -> str:
-        from bench.data import DATASETS
+        from faithbench.bench.data import DATASETS
 
         return DATASETS.get(self.dataset).modality
 
     def config(self, metric: str) -> Any:
         """The typed config of ``metric`` in this suite."""
-        from metrics.registry import METRICS
+        from faithbench.metrics.registry import METRICS
 
         spec = METRICS.get(metric)
         return self.configs[spec.table] if spec.table else spec.config()
@@ -121,7 +121,7 @@ class Suite:
 
     @staticmethod
     def config_table(metric: str) -> str | None:
-        from metrics.registry import METRICS
+        from faithbench.metrics.registry import METRICS
 
         return METRICS.get(metric).table
 
@@ -156,10 +156,10 @@ def _scalar(data: Mapping[str, Any], key: str, where: str) -> Any:
 
 def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | None = None) -> Suite:
     """Validate TOML-shaped suite data and build the :class:`Suite` (see the module docstring)."""
-    from attributions import METHODS, get_method
-    from bench.data import DATASETS, text_tokenizer
-    from metrics.registry import METRICS
-    from models import MODELS
+    from faithbench.attributions import METHODS, get_method
+    from faithbench.bench.data import DATASETS, text_tokenizer
+    from faithbench.metrics.registry import METRICS
+    from faithbench.models import MODELS
 
     where = f"{source}:"
     plugins = _import_plugins(data.get("plugins", []), where, folder)
@@ -260,7 +260,7 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
 
 def _controls(value: object, where: str) -> tuple[str, ...]:
     """``controls = true`` (the default): every control explainer; ``false``: none; or a list of them."""
-    from attributions import CONTROLS
+    from faithbench.attributions import CONTROLS
 
     if value is True:
         return CONTROLS

@@ -1,6 +1,6 @@
 """``python -m bench zoo``: build or load the offline zoo; per model its accuracy and the locality check.
 
-The locality check (:mod:`models.locality`) asks whether a model classifies the cells of a grid of
+The locality check (:mod:`faithbench.models.locality`) asks whether a model classifies the cells of a grid of
 distinct-class digits locally, as the grid pointing game assumes: 3 x 3 grids for CNNs, 2 x 2 for
 ViTs (which see cell-size windows at stride half a cell). ``positive``: share of cells whose class
 logit on the grid, minus the model's logit bias, is positive; ``wins``: share of cells whose own
@@ -33,9 +33,9 @@ class ZooRow:
 
 def zoo_rows(names: list[str], *, n_grids: int = 50, seed: int = 0) -> list[ZooRow]:
     """Build or load every zoo model in ``names``; run the locality check on ``n_grids`` grids (0 = skip)."""
-    from models import load_model
-    from models.data import mnist_splits
-    from models.locality import locality
+    from faithbench.models import load_model
+    from faithbench.models.data import mnist_splits
+    from faithbench.models.locality import locality
 
     test = None
     rows = []

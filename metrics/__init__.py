@@ -1,22 +1,28 @@
 """Batched, device-agnostic explanation metrics returning per-sample scores.
 
-Every function documents its formula; see ``shared/protocols.md`` for the specification. Each
-metric module also defines the metric's typed config and evaluation hook (:mod:`metrics.spec`),
-registered in :mod:`metrics.registry`.
+Every function documents its formula; the README's metric sections give the protocols and their presets. Each
+metric module also defines the metric's typed config and evaluation hook (:mod:`faithbench.metrics.spec`),
+registered in :mod:`faithbench.metrics.registry`.
 """
 
-from attributions.windows import explain_grids, sliding_window_maps
-from metrics.complexity import explanation_entropy, gini_index
-from metrics.deletion import ALOE_FRACTIONS, block_scores, pixel_deletion, pixel_insertion
-from metrics.erasure import ERASURE_SUMMARIES, comprehensiveness_sufficiency
-from metrics.gridpg import cell_masses, grid_pointing_game, gridpg_maps, smooth_maps
-from metrics.gridpg_presets import GRIDPG_PRESETS, GridPGPreset, get_preset
-from metrics.grids import GridSelection, make_grids, select_by_confidence, select_grids, select_random_partners
-from metrics.registry import METRICS, register_metric
-from metrics.seqpg import sequence_pointing_game
-from metrics.sequences import SequenceSet, build_sequences, truncate_segments
-from metrics.spec import Example, MetricResult, MetricSpec, NoConfig, Unit
-from metrics.types import CurveScores, ErasureScores, Scores
+from faithbench.attributions.windows import explain_grids, sliding_window_maps
+from faithbench.metrics.complexity import explanation_entropy, gini_index
+from faithbench.metrics.deletion import ALOE_FRACTIONS, block_scores, pixel_deletion, pixel_insertion
+from faithbench.metrics.erasure import ERASURE_SUMMARIES, comprehensiveness_sufficiency
+from faithbench.metrics.gridpg import cell_masses, grid_pointing_game, gridpg_maps, smooth_maps
+from faithbench.metrics.gridpg_presets import GRIDPG_PRESETS, GridPGPreset, get_preset
+from faithbench.metrics.grids import (
+    GridSelection,
+    make_grids,
+    select_by_confidence,
+    select_grids,
+    select_random_partners,
+)
+from faithbench.metrics.registry import METRICS, register_metric
+from faithbench.metrics.seqpg import sequence_pointing_game
+from faithbench.metrics.sequences import SequenceSet, build_sequences, truncate_segments
+from faithbench.metrics.spec import Example, MetricResult, MetricSpec, NoConfig, Unit
+from faithbench.metrics.types import CurveScores, ErasureScores, Scores
 
 __all__ = [
     "ALOE_FRACTIONS",

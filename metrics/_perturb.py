@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 import torch
 from torch import Tensor
 
-from metrics._checks import check_choice, check_positive_int
+from faithbench.metrics._checks import check_choice, check_positive_int
 
 ACTIVATIONS = ("softmax", "sigmoid", "identity")
 

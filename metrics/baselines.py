@@ -28,8 +28,8 @@ import torch
 from torch import Tensor
 from torchvision.transforms.functional import gaussian_blur
 
-from metrics._checks import check_choice
-from metrics.spec import Unit
+from faithbench.metrics._checks import check_choice
+from faithbench.metrics.spec import Unit
 
 IMAGE_BASELINES = ("mean", "value", "blur")  # have an image-space form
 TEXT_BASELINES = ("mask-token", "pad-token")  # what a removed token becomes in a text model

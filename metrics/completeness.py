@@ -9,7 +9,8 @@ model's constant logit bias; IntegratedGradients: f(x) - f(baseline)), per sampl
 Methods without a claim get no row: the metric does not apply to them.
 
 A ViT's logit also holds its positional embeddings' contribution ``W(x) p`` (see
-:func:`models.adapter.positional_contribution`), which no pixel can carry. ``[completeness] positional_term``:
+:func:`faithbench.models.adapter.positional_contribution`), which no pixel can carry.
+``[completeness] positional_term``:
 ``"separate"`` (default) takes it out of the claimed total, ``r = logit - bias - W(x) p``, and the
 ``positional_share`` metric reports it, ``|W(x) p| / |logit - bias|``; ``"in-claim"`` holds the map to the
 whole logit (the positional share then shows up as gap).
@@ -25,12 +26,12 @@ import torch
 from torch import Tensor
 
 from faithbench.config import to_dict
-from metrics._checks import check_choice, check_finite, check_tensor
-from metrics.spec import MetricResult, MetricSpec, Unit
-from metrics.types import Scores
+from faithbench.metrics._checks import check_choice, check_finite, check_tensor
+from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
+from faithbench.metrics.types import Scores
 
 if TYPE_CHECKING:
-    from models.adapter import ModelAdapter
+    from faithbench.models.adapter import ModelAdapter
 
 
 def completeness_gap(attributions: Tensor, reference: Tensor) -> Scores:

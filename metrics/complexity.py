@@ -14,9 +14,9 @@ from functools import partial
 import torch
 from torch import Tensor
 
-from metrics._checks import check_finite, check_tensor
-from metrics.spec import MetricResult, MetricSpec, NoConfig, Unit
-from metrics.types import Scores
+from faithbench.metrics._checks import check_finite, check_tensor
+from faithbench.metrics.spec import MetricResult, MetricSpec, NoConfig, Unit
+from faithbench.metrics.types import Scores
 
 
 def _distribution(attributions: Tensor, positive: bool, feature_mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:

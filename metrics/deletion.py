@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from faithbench.config import to_dict
-from metrics._checks import (
+from faithbench.metrics._checks import (
     check_choice,
     check_finite,
     check_fractions,
@@ -35,10 +35,10 @@ from metrics._checks import (
     check_targets,
     check_tensor,
 )
-from metrics._perturb import ACTIVATIONS, ForwardFn, feature_ranks, probabilities_after_removal
-from metrics.baselines import BaselineConfig, unit_baseline
-from metrics.spec import MetricResult, MetricSpec, Unit
-from metrics.types import CurveScores
+from faithbench.metrics._perturb import ACTIVATIONS, ForwardFn, feature_ranks, probabilities_after_removal
+from faithbench.metrics.baselines import BaselineConfig, unit_baseline
+from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
+from faithbench.metrics.types import CurveScores
 
 ALOE_FRACTIONS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6, 0.8)
 
@@ -77,7 +77,7 @@ def pixel_deletion(
         block_size: b (16 as ALOE; 1 = single pixels).
         fractions: increasing fractions of blocks in [0, 1] (at least two).
         baseline: replacement in model-input space: a scalar, a tensor broadcastable to (C, H, W), or
-            one per sample (B, C, H, W); :func:`metrics.baselines.removal_baseline` encodes an
+            one per sample (B, C, H, W); :func:`faithbench.metrics.baselines.removal_baseline` encodes an
             image-space baseline per model.
         activation: ``softmax``, ``sigmoid`` (B-cos models) or ``identity``.
         chunk_size: perturbed images per model call.

@@ -6,7 +6,7 @@ With p(.) the probability of the explained class and r_k the top-k features by a
     suff_k = p(x) - p(x with all but r_k removed)  (lower is better: the rationale suffices)
 
 "Removed" means replaced by the mask token (token ids) or by a baseline (images: defined in image
-space and encoded per model, :mod:`metrics.baselines`; all channels of a pixel together, so both
+space and encoded per model, :mod:`faithbench.metrics.baselines`; all channels of a pixel together, so both
 halves of a B-cos [x, 1-x] pair go at once). k = max(min_k, floor(n * r)) for each fraction r,
 n = number of features of the sample (``feature_mask`` excludes special and padding tokens).
 Two summaries:
@@ -35,12 +35,12 @@ import torch
 from torch import Tensor
 
 from faithbench.config import to_dict
+from faithbench.metrics._checks import check_choice, check_finite, check_fractions, check_targets, check_tensor
+from faithbench.metrics._perturb import ACTIVATIONS, ForwardFn, feature_ranks, probabilities_after_removal
+from faithbench.metrics.baselines import BaselineConfig, unit_baseline
+from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
+from faithbench.metrics.types import CurveScores, ErasureScores
 from faithbench.registry import Registry
-from metrics._checks import check_choice, check_finite, check_fractions, check_targets, check_tensor
-from metrics._perturb import ACTIVATIONS, ForwardFn, feature_ranks, probabilities_after_removal
-from metrics.baselines import BaselineConfig, unit_baseline
-from metrics.spec import MetricResult, MetricSpec, Unit
-from metrics.types import CurveScores, ErasureScores
 
 
 @dataclass(frozen=True)

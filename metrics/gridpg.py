@@ -8,8 +8,8 @@ that falls inside cell i:
 
 A uniform map scores 1/N^2, a map concentrated in the right cell scores 1. The reference
 implementations differ in tiling order, image selection, smoothing, zero-mass handling and ViT
-windows; each is a named preset (:mod:`metrics.gridpg_presets`); grid selection and tiling are in
-:mod:`metrics.grids`, windowed explanation in :mod:`attributions.windows`. The score is batched
+windows; each is a named preset (:mod:`faithbench.metrics.gridpg_presets`); grid selection and tiling are in
+:mod:`faithbench.metrics.grids`, windowed explanation in :mod:`faithbench.attributions.windows`. The score is batched
 over grids and cells.
 """
 
@@ -23,16 +23,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attributions.windows import ExplainFn, explain_grids
-from metrics._checks import check_choice, check_finite, check_positive_int, check_tensor
-from metrics._share import target_share
-from metrics.gridpg_presets import GRIDPG_PRESETS, VIT_WINDOWS, ZERO_MASS_RULES, GridPGPreset, get_preset
-from metrics.grids import PAIRINGS, TILINGS, grid_eligibility, grid_side, make_grids, select_grids
-from metrics.spec import Example, MetricResult, MetricSpec, Unit
-from metrics.types import Scores
+from faithbench.attributions.windows import ExplainFn, explain_grids
+from faithbench.metrics._checks import check_choice, check_finite, check_positive_int, check_tensor
+from faithbench.metrics._share import target_share
+from faithbench.metrics.gridpg_presets import GRIDPG_PRESETS, VIT_WINDOWS, ZERO_MASS_RULES, GridPGPreset, get_preset
+from faithbench.metrics.grids import PAIRINGS, TILINGS, grid_eligibility, grid_side, make_grids, select_grids
+from faithbench.metrics.spec import Example, MetricResult, MetricSpec, Unit
+from faithbench.metrics.types import Scores
 
 if TYPE_CHECKING:
-    from models.adapter import ModelAdapter
+    from faithbench.models.adapter import ModelAdapter
 
 # --------------------------------------------------------------------------- the score
 
@@ -217,7 +217,7 @@ def pairing_models(cfg: GridPGConfig, suite_models: tuple[str, ...]) -> tuple[st
 def eligibility(
     model: ModelAdapter, images: Tensor, labels: Tensor, cfg: GridPGConfig, device: torch.device, batch: int
 ) -> tuple[Tensor, Tensor]:
-    """One model's part of a shared grid choice (:func:`metrics.grids.grid_eligibility`)."""
+    """One model's part of a shared grid choice (:func:`faithbench.metrics.grids.grid_eligibility`)."""
     logits = model.predict_logits(images, batch, device)
     return grid_eligibility(cfg.effective_preset(), labels, logits, model.activation)
 

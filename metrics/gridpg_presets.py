@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from faithbench.metrics._checks import check_choice
+from faithbench.metrics.grids import TILINGS
 from faithbench.registry import Registry
-from metrics._checks import check_choice
-from metrics.grids import TILINGS
 
 ZERO_MASS_RULES = ("zero", "drop-grid", "nan")
 SELECTIONS = ("confidence", "random-partners")

@@ -1,6 +1,6 @@
 """GridPG test images: choosing images of distinct classes and tiling them into N x N grids.
 
-Two selection rules, as the reference implementations (see :mod:`metrics.gridpg_presets`):
+Two selection rules, as the reference implementations (see :mod:`faithbench.metrics.gridpg_presets`):
 ``confidence`` (B-cos v2: confident correct images, most confident first) and ``random-partners``
 (ALOE: random distinct-label partners, kept only if every cell alone is confidently correct).
 Selection is index bookkeeping on the host; tiling is one batched gather.
@@ -17,11 +17,11 @@ import torch
 from torch import Tensor
 
 from faithbench.activations import to_probabilities
-from metrics._checks import check_choice, check_finite, check_tensor
-from metrics._selection import draw_distinct_classes
+from faithbench.metrics._checks import check_choice, check_finite, check_tensor
+from faithbench.metrics._selection import draw_distinct_classes
 
 if TYPE_CHECKING:
-    from metrics.gridpg_presets import GridPGPreset
+    from faithbench.metrics.gridpg_presets import GridPGPreset
 
 TILINGS = ("column-major", "row-major")
 PAIRINGS = ("per-model", "shared")  # whose images fill a model's grids: its own, or those all models share

@@ -1,6 +1,6 @@
 """The attribution maps a unit computed, kept so that its metrics can be re-scored without explaining again.
 
-Every explanation a metric asks for goes through :meth:`metrics.spec.Unit.explain`; with a store
+Every explanation a metric asks for goes through :meth:`faithbench.metrics.spec.Unit.explain`; with a store
 attached, each (input, target) pair and its map is recorded under a content key: the input rounded to
 1/1024 and hashed with seeded 64-bit integer weights (integer arithmetic: the same key on any device
 and in any batch), the target and a tag (``model``, or the randomised copy a sanity check explains).

@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from metrics._checks import check_choice, check_positive_int
-from metrics.spec import MetricResult, MetricSpec, Unit
+from faithbench.metrics._checks import check_choice, check_positive_int
+from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
 
 INITS = ("gaussian-matched", "default")
 

@@ -1,15 +1,15 @@
 """The metric registry: every metric the runner can evaluate, in leaderboard order.
 
 Adding a metric: a module with its function(s), config and ``MetricSpec`` (see
-:mod:`metrics.spec`), and one line in the tuple below (or :func:`register_metric` from outside
+:mod:`faithbench.metrics.spec`), and one line in the tuple below (or :func:`register_metric` from outside
 the package, e.g. in a suite's ``plugins`` module).
 """
 
 from __future__ import annotations
 
+from faithbench.metrics import completeness, complexity, deletion, erasure, gridpg, randomisation, seqpg
+from faithbench.metrics.spec import MetricSpec
 from faithbench.registry import Registry
-from metrics import completeness, complexity, deletion, erasure, gridpg, randomisation, seqpg
-from metrics.spec import MetricSpec
 
 METRICS: Registry[MetricSpec] = Registry("metric")
 

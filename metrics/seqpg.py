@@ -8,7 +8,7 @@ attribution that lands inside segment s:
     SeqPG_s = sum_{t in segment s} max(a_t, 0) / sum_{t in any segment} max(a_t, 0)
 
 Special and padding tokens belong to no segment and are left out of both sums. A class-agnostic
-(uniform) map scores 1/S. Sequences are built in :mod:`metrics.sequences`.
+(uniform) map scores 1/S. Sequences are built in :mod:`faithbench.metrics.sequences`.
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor
 
-from attributions.windows import explain_in_chunks
+from faithbench.attributions.windows import explain_in_chunks
 from faithbench.config import to_dict
-from metrics._checks import check_choice, check_finite, check_positive_int, check_tensor
-from metrics._share import target_share
-from metrics.sequences import SEGMENT_LENGTHS, SequenceSet, build_sequences, truncate_segments
-from metrics.spec import MetricResult, MetricSpec, Unit
-from metrics.types import Scores
+from faithbench.metrics._checks import check_choice, check_finite, check_positive_int, check_tensor
+from faithbench.metrics._share import target_share
+from faithbench.metrics.sequences import SEGMENT_LENGTHS, SequenceSet, build_sequences, truncate_segments
+from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
+from faithbench.metrics.types import Scores
 
 if TYPE_CHECKING:
-    from models.adapter import ModelAdapter
+    from faithbench.models.adapter import ModelAdapter
 
 INPUT_FORMATS = ("sentence-pair", "concatenated")
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from metrics._checks import check_positive_int, check_tensor
-from metrics._selection import draw_distinct_classes
+from faithbench.metrics._checks import check_positive_int, check_tensor
+from faithbench.metrics._selection import draw_distinct_classes
 
 #: B-cos LM segment lengths per data set: the seed code's max_length, [CLS] and [SEP] included (``segment_length``
 #: counts content tokens: max_length - 2).

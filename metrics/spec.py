@@ -20,10 +20,10 @@ import torch
 from torch import Tensor
 
 if TYPE_CHECKING:  # type hints only: the metrics layer does not import the adapters at run time
-    from attributions.base import AttributionMethod
+    from faithbench.attributions.base import AttributionMethod
+    from faithbench.metrics.mapstore import MapStore
+    from faithbench.models.adapter import ModelAdapter
     from faithbench.registry import Registry
-    from metrics.mapstore import MapStore
-    from models.adapter import ModelAdapter
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ class MetricSpec:
         pairing: hook ``pairing(config, suite_models) -> model names`` that decide the metric's items for every
             model of the suite (empty: each model chooses its own); ``eligibility(model, images, labels,
             config, device, batch) -> (eligible (M,) bool, score (M,))`` is one model's part of that choice.
-            The runner combines them (:mod:`bench.pairing`) into :attr:`Unit.shared`.
+            The runner combines them (:mod:`faithbench.bench.pairing`) into :attr:`Unit.shared`.
     """
 
     name: str
@@ -134,7 +134,7 @@ class Unit:
         model_cache: shared by every unit of the same model (e.g. its GridPG grids).
         cache: shared by the metrics of this unit (e.g. the sample explanations).
         explain_time: seconds spent explaining, by explanation key (each key its own increment).
-        maps: a :class:`~metrics.mapstore.MapStore` that records every explanation (``replay=False``) or
+        maps: a :class:`~faithbench.metrics.mapstore.MapStore` that records every explanation (``replay=False``) or
             serves them instead of the method (``replay=True``: re-scoring a finished run).
         shared: items shared across the suite's models, by metric name (``bench.pairing.SharedItems``:
             ``eligible`` and ``score`` per item); a metric not in it chooses its items per model.

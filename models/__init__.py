@@ -1,7 +1,7 @@
 """Model adapters (standard, B-cos, B-cosified, ALOE) behind one protocol, and the offline zoo."""
 
-from models.adapter import FAMILIES, ModelAdapter, ModelSpec, input_x_gradient
-from models.bcosify import bcosify
-from models.registry import MODELS, load_model
+from faithbench.models.adapter import FAMILIES, ModelAdapter, ModelSpec, input_x_gradient
+from faithbench.models.bcosify import bcosify
+from faithbench.models.registry import MODELS, load_model
 
 __all__ = ["FAMILIES", "MODELS", "ModelAdapter", "ModelSpec", "bcosify", "input_x_gradient", "load_model"]

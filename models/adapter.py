@@ -12,7 +12,7 @@ from bcos.common import explanation_mode
 from torch import Tensor, nn
 
 from faithbench.activations import to_probabilities
-from models.encoding import InputEncoding
+from faithbench.models.encoding import InputEncoding
 
 FAMILIES = ("standard", "bcos", "bcosified", "aloe")
 MODALITIES = ("image", "text")
@@ -38,7 +38,7 @@ class ModelAdapter:
             (ALOE's Hugging Face checkpoints: ``model.explain``); None: input x gradient in bcos'
             explanation mode.
         modality: ``image``, or ``text`` (inputs are token ids, encoded to embeddings (B, D, T):
-            :mod:`models.text_encoding`; a token is a feature).
+            :mod:`faithbench.models.text_encoding`; a token is a feature).
     """
 
     name: str

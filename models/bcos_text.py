@@ -1,4 +1,4 @@
-"""The B-cos LM conversion of :class:`~models.text_models.TextTransformer` (the B-cos LM seed, issue 14, in progress).
+"""The B-cos LM conversion of :class:`~faithbench.models.text_models.TextTransformer` (the B-cos LM seed, issue 14).
 
 As the seed's ``load_from_pretrained``: every bias is dropped (attention, feed-forward, LayerNorm, pooler,
 classifier); the attention output, feed-forward, pooler and classifier become B-cos linear layers (the ``bcos``
@@ -18,8 +18,8 @@ from bcos.modules.common import DetachableModule
 from bcos.modules.norms import DetachableLayerNorm
 from torch import Tensor, nn
 
-from models.bcosify import DetachableGELU
-from models.text_models import TextTransformer
+from faithbench.models.bcosify import DetachableGELU
+from faithbench.models.text_models import TextTransformer
 
 
 class DetachableSoftmax(DetachableModule):

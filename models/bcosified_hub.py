@@ -14,7 +14,8 @@ where the README says to put it, ``<root>/ImageNet/<base_network>/<experiment>/l
 naming the experiment, the release page and the path it goes to.
 
 The architectures are re-created in the release's module layout (its ``get_model`` functions, ``bcosify.py`` and
-``bcosify_vit.py``), with :func:`models.bcosify.bcosify` doing the conversion (the same layers, see its docstring):
+``bcosify_vit.py``), with :func:`~faithbench.models.bcosify.bcosify` doing the conversion (the same layers,
+see its docstring):
 
 - CNNs (``ResNetBcos`` / ``DenseNetBcos`` in ``bcos/models/standard_models.py``): torchvision's network with its
   classifier as a 1x1 convolution applied before global average pooling (``gap=True``, "GAP reorder"); max pooling
@@ -42,10 +43,10 @@ from torchvision.models import DenseNet, ResNet
 from torchvision.models.resnet import BasicBlock, Bottleneck
 
 from faithbench.errors import UserError
-from models.adapter import ModelAdapter
-from models.bcosify import bcosify, linear_as_conv1x1
-from models.encoding import bcos_inverse
-from models.hub import IMAGENET_MEAN, IMAGENET_STD, _first_line, _seeded_build, _torch_hub_hint, logit_bias
+from faithbench.models.adapter import ModelAdapter
+from faithbench.models.bcosify import bcosify, linear_as_conv1x1
+from faithbench.models.encoding import bcos_inverse
+from faithbench.models.hub import IMAGENET_MEAN, IMAGENET_STD, _first_line, _seeded_build, _torch_hub_hint, logit_bias
 
 RELEASE_PAGE = "https://github.com/shrebox/B-cosification/releases/tag/v0.0.1-checkpoints"
 LICENCE = "Apache-2.0 code; ImageNet-trained weights (ImageNet terms: non-commercial research)"

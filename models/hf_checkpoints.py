@@ -1,8 +1,9 @@
-"""BERT-family checkpoints from Hugging Face as :class:`~models.text_models.TextTransformer` s.
+"""BERT-family checkpoints from Hugging Face as :class:`~faithbench.models.text_models.TextTransformer` s.
 
 ``bert-base-uncased``, ``distilbert-base-uncased`` and ``roberta-base`` are read with ``transformers`` from the
 local Hugging Face cache (absent and offline: one line naming the checkpoint and how to get it, see
-:func:`models.hf_text.require`) and their weights copied into the plain-torch ``TextTransformer``, so every text
+:func:`faithbench.models.hf_text.require`) and their weights copied into the plain-torch
+``TextTransformer``, so every text
 method and the B-cos LM conversion apply to them unchanged. All three are BERT's post-LayerNorm blocks with erf
 GELU; they differ in:
 
@@ -22,8 +23,8 @@ import torch
 from torch import nn
 
 from faithbench.errors import UserError
-from models.hub import hf_hub_cache
-from models.text_models import WORDPIECE, TextTransformer, bert_key, checkpoint_key
+from faithbench.models.hub import hf_hub_cache
+from faithbench.models.text_models import WORDPIECE, TextTransformer, bert_key, checkpoint_key
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,7 @@ def from_hf_model(hf_model: nn.Module, num_classes: int, seed: int = 0) -> TextT
 
 def pretrained_transformer(repo: str, num_classes: int, seed: int = 0) -> TextTransformer:
     """Checkpoint ``repo`` (a key of :data:`CHECKPOINTS`) from the local Hugging Face cache: :func:`from_hf_model`."""
-    from models.hf_text import require
+    from faithbench.models.hf_text import require
 
     if repo not in CHECKPOINTS:
         raise UserError(f"unknown checkpoint {repo!r}; valid: {', '.join(CHECKPOINTS)}")
@@ -158,7 +159,7 @@ def pretrained_transformer(repo: str, num_classes: int, seed: int = 0) -> TextTr
 
     hf_model = AutoModel.from_pretrained(repo, cache_dir=hf_hub_cache(), local_files_only=True)
     if CHECKPOINTS[repo].tokenizer == WORDPIECE:  # its data are MiniLM's ids: the vocabularies must be one
-        from models.text_models import load_tokenizer
+        from faithbench.models.text_models import load_tokenizer
 
         if load_tokenizer(WORDPIECE).get_vocab() != load_tokenizer_file(tokenizer_file(repo)).get_vocab():
             raise UserError(f"checkpoint {repo!r} has a vocabulary other than MiniLM's WordPiece ({WORDPIECE})")
@@ -179,7 +180,7 @@ def tokenizer_file(name: str) -> Path:
     """``tokenizer.json`` of checkpoint ``name``, from the local Hugging Face cache."""
     from huggingface_hub import hf_hub_download
 
-    from models.hf_text import require
+    from faithbench.models.hf_text import require
 
     if name not in CHECKPOINTS:
         raise UserError(f"unknown tokenizer {name!r}; valid: {WORDPIECE}, {', '.join(CHECKPOINTS)}")

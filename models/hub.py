@@ -18,8 +18,8 @@ from bcos.modules import LogitLayer
 from torch import Tensor, nn
 
 from faithbench.errors import UserError
-from models.adapter import ModelAdapter
-from models.encoding import aloe_inverse, bcos_inverse, normalized
+from faithbench.models.adapter import ModelAdapter
+from faithbench.models.encoding import aloe_inverse, bcos_inverse, normalized
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 LICENCES = {

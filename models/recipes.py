@@ -1,7 +1,7 @@
 """How zoo models are built: the ``Recipe`` record, the training code, and recipe factories.
 
-The zoo's entries themselves are data in :mod:`models.catalog`. A recipe's ``params`` are hashed
-into its checkpoint name (see :mod:`models.zoo`), so they hold every setting its training reads.
+The zoo's entries themselves are data in :mod:`faithbench.models.catalog`. A recipe's ``params`` are hashed
+into its checkpoint name (see :mod:`faithbench.models.zoo`), so they hold every setting its training reads.
 Families of recipes share code through factories:
 :func:`from_scratch` (train a fresh architecture), :func:`bcosified` (B-cosify a trained zoo model and
 fine-tune it with BCE; params record every deviation from the B-cosification recipe's B = 2 and
@@ -17,15 +17,15 @@ from functools import partial
 
 from torch import nn
 
-from models.aloe import AlignmentConfig, align
-from models.architectures import (
+from faithbench.models.aloe import AlignmentConfig, align
+from faithbench.models.architectures import (
     bcos_digit_cnn,
     bcos_gap_cnn,
 )
-from models.bcosify import bcosify
-from models.data import MNIST_MEAN, MNIST_STD, mnist_splits
-from models.encoding import InputEncoding, bcos_inverse, normalized
-from models.training import accuracy, train_classifier
+from faithbench.models.bcosify import bcosify
+from faithbench.models.data import MNIST_MEAN, MNIST_STD, mnist_splits
+from faithbench.models.encoding import InputEncoding, bcos_inverse, normalized
+from faithbench.models.training import accuracy, train_classifier
 
 STANDARD = normalized(MNIST_MEAN, MNIST_STD)
 BCOS = bcos_inverse(1)

@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import torch
 
+from faithbench.models import bcosified_hub, hub, zoo
+from faithbench.models.adapter import ModelAdapter, ModelSpec
+from faithbench.models.text_encoding import text_adapter
 from faithbench.registry import Registry
-from models import bcosified_hub, hub, zoo
-from models.adapter import ModelAdapter, ModelSpec
-from models.text_encoding import text_adapter
 
 MODELS: Registry[ModelSpec] = Registry("model")
 

@@ -78,7 +78,7 @@ def _unique(pairs: list[tuple[str, int]]) -> tuple[list[str], list[int]]:
 
 def rotten_tomatoes(seed: int = 0, path: Path | None = None) -> TextDataset:
     """Rotten Tomatoes review sentences, rotten / fresh (see the module docstring)."""
-    raw = (path or files("models") / "data_files" / RT_FILE).read_bytes()
+    raw = (path or files("faithbench.models") / "data_files" / RT_FILE).read_bytes()
     digest = hashlib.sha256(raw).hexdigest()
     if digest != RT_SHA256:
         raise RuntimeError(

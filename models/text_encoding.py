@@ -19,8 +19,8 @@ from functools import lru_cache
 import torch
 from torch import Tensor, nn
 
-from models.adapter import ModelAdapter
-from models.text_models import WORDPIECE, TextTransformer, load_tokenizer
+from faithbench.models.adapter import ModelAdapter
+from faithbench.models.text_models import WORDPIECE, TextTransformer, load_tokenizer
 
 SPECIAL_TOKENS = (  # [CLS] [SEP] [PAD] [MASK] as WordPiece (BERT) and BPE (RoBERTa) vocabularies write them
     {"cls": "[CLS]", "sep": "[SEP]", "pad": "[PAD]", "mask": "[MASK]"},

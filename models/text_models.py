@@ -31,14 +31,15 @@ def minilm_folder() -> Path:
 
 def load_tokenizer(name: str = WORDPIECE, max_length: int = 512):
     """Tokenizer ``name`` (``tokenizers``): :data:`WORDPIECE` (MiniLM's) or a checkpoint's of
-    :data:`models.hf_checkpoints.CHECKPOINTS`; without padding (sequences keep their own lengths) and truncated to
+    :data:`faithbench.models.hf_checkpoints.CHECKPOINTS`; without padding (sequences keep their own lengths) and
+    truncated to
     ``max_length`` tokens ([CLS] and [SEP] included): the position embeddings end at 512."""
     from tokenizers import Tokenizer
 
     if name == WORDPIECE:
         path = minilm_folder() / "tokenizer.json"
     else:
-        from models.hf_checkpoints import tokenizer_file
+        from faithbench.models.hf_checkpoints import tokenizer_file
 
         path = tokenizer_file(name)
     tokenizer = Tokenizer.from_file(str(path))

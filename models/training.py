@@ -12,8 +12,8 @@ from bcos.modules.losses import UniformOffLabelsBCEWithLogitsLoss
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from models.adapter import predict_logits
-from models.data import Split
+from faithbench.models.adapter import predict_logits
+from faithbench.models.data import Split
 
 Encode = Callable[[Tensor], Tensor]
 

@@ -1,4 +1,4 @@
-"""The layers point one way: faithbench <- models <- attributions <- metrics <- bench."""
+"""The layers point one way: faithbench <- models <- attributions <- metrics <- bench, all under one root."""
 
 import ast
 import subprocess
@@ -9,31 +9,60 @@ ROOT = Path(__file__).resolve().parents[1]
 LOWER = ("faithbench", "models", "attributions", "metrics")
 
 
+OLD_ROOTS = {"bench", "metrics", "models", "attributions"}
+
+
 def _imports(path: Path) -> set[str]:
+    """The modules ``path`` imports: a faithbench module by its layer (``faithbench.metrics.grids`` ->
+    ``metrics``; the foundation's own modules -> ``faithbench``), any other by its top-level name."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            names |= {a.name.split(".")[0] for a in node.names}
+            modules = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module.split(".")[0])
+            modules = [node.module]
+        else:
+            continue
+        for module in modules:
+            parts = module.split(".")
+            layered = parts[0] == "faithbench" and len(parts) > 1 and parts[1] in OLD_ROOTS
+            names.add(parts[1] if layered else parts[0])
     return names
 
 
-def test_lower_layers_never_import_bench():
-    offenders = [
-        str(p.relative_to(ROOT)) for pkg in LOWER for p in (ROOT / pkg).rglob("*.py") if "bench" in _imports(p)
-    ]
+def _sources(*pkgs: str) -> list[Path]:
+    """The modules of ``pkgs``, without the ``__main__`` entry points (they only dispatch to the CLI)."""
+    return [p for pkg in pkgs for p in (ROOT / pkg).rglob("*.py") if p.name != "__main__.py"]
+
+
+def test_every_project_import_goes_through_the_faithbench_root():
+    """`import metrics` would find a user's package of that name: the product imports faithbench.metrics."""
+    offenders = {}
+    for p in _sources(*LOWER, "bench", "tests"):
+        for node in ast.walk(ast.parse(p.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else []
+            if bad := [n for n in names if n.split(".")[0] in OLD_ROOTS]:
+                offenders[str(p.relative_to(ROOT))] = bad
     assert not offenders
-    assert not [str(p) for p in (ROOT / "faithbench").rglob("*.py") if _imports(p) & {"models", "metrics"}]
+
+
+def test_lower_layers_never_import_bench():
+    offenders = [str(p.relative_to(ROOT)) for p in _sources(*LOWER) if "bench" in _imports(p)]
+    assert not offenders
+    assert not [str(p) for p in _sources("faithbench") if _imports(p) & {"models", "metrics", "attributions"}]
 
 
 def test_the_lower_layers_import_without_bench():
-    code = "import metrics, models, attributions, sys; assert 'bench' not in sys.modules, sorted(sys.modules)"
+    code = (
+        "import sys, faithbench.metrics, faithbench.models, faithbench.attributions\n"
+        "assert 'faithbench.bench' not in sys.modules, sorted(sys.modules)"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
 def test_no_metric_is_named_in_bench():
-    from metrics.registry import METRICS
+    from faithbench.metrics.registry import METRICS
 
     # The perf harness times named metric functions against Quantus (a benchmark of the functions, not of the
     # registry-driven suite), so it is the one part of bench/ that names them.

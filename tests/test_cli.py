@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from bench.cli import main
+from faithbench.bench.cli import main
 from faithbench.registry import Registry
 
 
@@ -52,7 +52,7 @@ def test_registry_lookup_names_the_valid_choices():
 
 
 def test_metric_registry_directions():
-    from metrics.registry import METRICS
+    from faithbench.metrics.registry import METRICS
 
     assert METRICS.get("gridpg").higher_is_better and not METRICS.get("pixel_deletion").higher_is_better
     assert not METRICS.get("sufficiency").higher_is_better and METRICS.get("comprehensiveness").higher_is_better
@@ -76,7 +76,7 @@ def test_list_shows_every_registered_model_with_its_family():
 
 
 def test_internal_errors_show_their_traceback_user_errors_one_line(monkeypatch, capsys):
-    import bench.cli as cli
+    import faithbench.bench.cli as cli
 
     def bug(args):
         raise RuntimeError("indices should be either on cpu or on the same device")
@@ -97,30 +97,13 @@ def test_internal_error_traceback_reaches_the_terminal(tmp_path):
     # A bug in a subprocess: exit code 1 and a Python traceback, not "error: ..." with exit 2.
     script = tmp_path / "boom.py"
     script.write_text(
-        "import bench.cli as c\n"
+        "import faithbench.bench.cli as c\n"
         "def bug(a):\n    raise RuntimeError('deep torch failure')\n"
         "c._cmd_list = bug\n"
         "raise SystemExit(c.main(['list']))\n"
     )
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
     assert proc.returncode == 1 and "Traceback" in proc.stderr and "deep torch failure" in proc.stderr
-
-
-@pytest.mark.parametrize(
-    ("folder", "package", "command"),
-    [("models", True, "list"), ("metrics", True, "list"), ("bench", False, "list"), ("attributions", True, "list")],
-)
-def test_a_users_folder_that_shadows_a_package_is_named_in_one_line(tmp_path, folder, package, command):
-    (tmp_path / folder).mkdir()
-    if package:
-        (tmp_path / folder / "__init__.py").write_text("")
-    proc = subprocess.run([sys.executable, "-m", "bench", command], capture_output=True, text=True, cwd=tmp_path)
-    if not package and proc.returncode == 0:  # a regular install beats a plain folder (namespace package)
-        assert "metrics:" in proc.stdout
-        return
-    assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and str(tmp_path / folder) in lines[0] and "`faithbench` command" in lines[0]
 
 
 def test_python_dash_m_bench_works_from_any_other_folder(tmp_path):
@@ -131,7 +114,7 @@ def test_python_dash_m_bench_works_from_any_other_folder(tmp_path):
 def test_run_help_describes_every_option():
     import argparse
 
-    parser = __import__("bench.cli", fromlist=["build_parser"]).build_parser()
+    parser = __import__("faithbench.bench.cli", fromlist=["build_parser"]).build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     for name, p in sub.choices.items():
         for action in p._actions:
@@ -149,7 +132,7 @@ def test_zoo_command_shows_accuracy_and_the_locality_check(capsys):
 
 
 def test_zoo_table_marks_what_was_not_measured():
-    from bench.zoo_report import ZooRow, zoo_table
+    from faithbench.bench.zoo_report import ZooRow, zoo_table
 
     rows = [ZooRow("m", "bcos", 0.5, None, 1.25), ZooRow("n", "aloe", 0.975, 61.0, 0.5, 0.25, 1.0, 36)]
     table = zoo_table([*rows, ZooRow("o", "bcos", 0.3, 2.0, 0.5, float("nan"), float("nan"), 0)])

@@ -13,9 +13,9 @@ import sys
 import pytest
 import torch
 
-from attributions import METHODS, UnsupportedMethodError, get_method
-from models import load_model
-from models.data import mnist_splits
+from faithbench.attributions import METHODS, UnsupportedMethodError, get_method
+from faithbench.models import load_model
+from faithbench.models.data import mnist_splits
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 

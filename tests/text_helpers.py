@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from models.adapter import ModelAdapter
-from models.text_encoding import TokenEncoding, Vocabulary
+from faithbench.models.adapter import ModelAdapter
+from faithbench.models.text_encoding import TokenEncoding, Vocabulary
 
 VOCAB = Vocabulary(cls=1, sep=2, pad=0, mask=3)
 CLASS0, CLASS1 = 10, 20  # words 10..19 vote for class 0, words 20..29 for class 1
@@ -62,9 +62,9 @@ def sentence(*words: int, length: int | None = None) -> list[int]:
 
 def small_text_model(family: str = "bcos", seed: int = 0, b: float = 1.5) -> ModelAdapter:
     """A random 2-block TextTransformer (vocabulary of 50 with ``VOCAB``'s special ids) as a text adapter."""
-    from models.bcos_text import bcos_text_transformer
-    from models.text_encoding import EmbeddingClassifier
-    from models.text_models import TextTransformer
+    from faithbench.models.bcos_text import bcos_text_transformer
+    from faithbench.models.text_encoding import EmbeddingClassifier
+    from faithbench.models.text_models import TextTransformer
 
     torch.manual_seed(seed)
     transformer = TextTransformer(vocab_size=50, dim=16, depth=2, heads=2, hidden=32, max_positions=40, num_classes=3)

@@ -8,14 +8,14 @@ from bcos.common import explanation_mode
 from torch import nn
 from torchvision.models.vision_transformer import VisionTransformer
 
-from attributions import UnsupportedMethodError, get_method
-from attributions.attnlrp import gamma_composite, lxt_rules
-from attributions.native import split_input_normalization
-from models import load_model
-from models.adapter import ModelAdapter
-from models.architectures import digit_vit
-from models.data import mnist_splits
-from models.encoding import normalized
+from faithbench.attributions import UnsupportedMethodError, get_method
+from faithbench.attributions.attnlrp import gamma_composite, lxt_rules
+from faithbench.attributions.native import split_input_normalization
+from faithbench.models import load_model
+from faithbench.models.adapter import ModelAdapter
+from faithbench.models.architectures import digit_vit
+from faithbench.models.data import mnist_splits
+from faithbench.models.encoding import normalized
 
 GAMMAS = [(0.0, 0.0), (0.25, 0.05), (100.0, 1.0)]
 

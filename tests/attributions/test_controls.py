@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from attributions import CONTROLS, UnsupportedMethodError, get_method
-from metrics.gridpg import cell_indicator, cell_masses, grid_pointing_game
+from faithbench.attributions import CONTROLS, UnsupportedMethodError, get_method
+from faithbench.metrics.gridpg import cell_indicator, cell_masses, grid_pointing_game
 from tests.attributions.test_methods import MODELS
 from tests.text_helpers import random_rows, small_text_model
 

@@ -5,10 +5,10 @@ import torch
 from torch import nn
 from torchvision.models.vision_transformer import VisionTransformer
 
-from attributions import UnsupportedMethodError, get_method
-from attributions.rollout import record_attention
-from models.adapter import ModelAdapter
-from models.encoding import normalized
+from faithbench.attributions import UnsupportedMethodError, get_method
+from faithbench.attributions.rollout import record_attention
+from faithbench.models.adapter import ModelAdapter
+from faithbench.models.encoding import normalized
 
 
 def torchvision_vit() -> ModelAdapter:
@@ -74,7 +74,7 @@ def test_chefer_cam_on_a_torchvision_vit_equals_the_hand_computed_rule_and_keeps
     maps = get_method("chefer_cam").attribute(model, x, targets)
     # By hand: the blocks with the attention weights in the graph (the recomputation is checked against
     # nn.MultiheadAttention below), the gradient of the target logits, the rule, the [CLS] row.
-    from attributions.chefer import _mha_with_weights
+    from faithbench.attributions.chefer import _mha_with_weights
 
     tokens = net._process_input(x)
     tokens = torch.cat([net.class_token.expand(len(x), -1, -1), tokens], dim=1) + net.encoder.pos_embedding
@@ -102,7 +102,7 @@ def test_chefer_cam_on_a_torchvision_vit_equals_the_hand_computed_rule_and_keeps
 
 
 def test_the_recomputed_multihead_attention_is_the_module_s_own():
-    from attributions.chefer import _mha_with_weights
+    from faithbench.attributions.chefer import _mha_with_weights
 
     torch.manual_seed(0)
     mha = nn.MultiheadAttention(8, 2, batch_first=True).eval()

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from attributions.sampling import lime_weights, segment_maps, shapley_sampling_values, top_k_mask
+from faithbench.attributions.sampling import lime_weights, segment_maps, shapley_sampling_values, top_k_mask
 
 
 def tiny_model() -> nn.Module:

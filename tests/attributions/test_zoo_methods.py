@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from attributions import METHODS, UnsupportedMethodError, get_method
-from models import load_model, zoo
-from models.data import mnist_splits
+from faithbench.attributions import METHODS, UnsupportedMethodError, get_method
+from faithbench.models import load_model, zoo
+from faithbench.models.data import mnist_splits
 
 FAST = {
     "lime": {"n_samples": 30, "segmentation": "slic"},

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.cli import main
-from bench.compare import compare
+from faithbench.bench.cli import main
+from faithbench.bench.compare import compare
 
 REF = Path(__file__).resolve().parents[2] / "results" / "reference" / "smoke"
 CI = ["--two-sided", "--tolerance", "1e-6", "--rel-tolerance", "1e-3"]  # .ci/run's flags

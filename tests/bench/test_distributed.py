@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from bench.distributed import plan_distributed
+from faithbench.bench.distributed import plan_distributed
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 

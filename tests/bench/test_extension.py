@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from attributions import AttributionMethod, register_method
-from metrics import MetricResult, MetricSpec, register_metric
+from faithbench.attributions import AttributionMethod, register_method
+from faithbench.metrics import MetricResult, MetricSpec, register_metric
 
 
 @register_method

@@ -8,14 +8,14 @@ import math
 import pytest
 import torch
 
-from attributions import METHODS, register_method
-from attributions.gradients import Gradient
-from bench import identity, runner
-from bench.report import report
-from bench.suite import build_suite
-from models.adapter import ModelAdapter
-from models.architectures import bcos_digit_cnn
-from models.encoding import bcos_inverse
+from faithbench.attributions import METHODS, register_method
+from faithbench.attributions.gradients import Gradient
+from faithbench.bench import identity, runner
+from faithbench.bench.report import report
+from faithbench.bench.suite import build_suite
+from faithbench.models.adapter import ModelAdapter
+from faithbench.models.architectures import bcos_digit_cnn
+from faithbench.models.encoding import bcos_inverse
 
 
 class GradientCopy(Gradient):

@@ -9,12 +9,12 @@ import pytest
 import torch
 from scipy import stats
 
-from bench.intervals import summarise
-from bench.pairing import SharedItems, load_shared, save_shared, shared_digest
-from bench.statistics import paired_tests
-from metrics.gridpg import GridPGConfig, pairing_models
-from metrics.gridpg_presets import get_preset
-from metrics.grids import grid_eligibility, select_by_confidence, select_grids
+from faithbench.bench.intervals import summarise
+from faithbench.bench.pairing import SharedItems, load_shared, save_shared, shared_digest
+from faithbench.bench.statistics import paired_tests
+from faithbench.metrics.gridpg import GridPGConfig, pairing_models
+from faithbench.metrics.gridpg_presets import get_preset
+from faithbench.metrics.grids import grid_eligibility, select_by_confidence, select_grids
 
 
 def test_cluster_robust_interval_by_hand():
@@ -103,7 +103,7 @@ def test_shared_items_round_trip_and_digest(tmp_path):
 def test_a_run_with_shared_grids_explains_every_model_on_the_same_grids_and_resumes(tmp_path):
     import json
 
-    from bench.cli import main
+    from faithbench.bench.cli import main
 
     suite = tmp_path / "paired.toml"
     suite.write_text(

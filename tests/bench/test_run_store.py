@@ -12,10 +12,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench import runner
-from bench.cli import main
-from bench.folder_lock import FolderLock
-from bench.rescore import rescore
+from faithbench.bench import runner
+from faithbench.bench.cli import main
+from faithbench.bench.folder_lock import FolderLock
+from faithbench.bench.rescore import rescore
 
 SUITE = """
 name = "store"
@@ -81,7 +81,8 @@ def test_a_second_run_into_a_folder_in_use_stops_before_computing_and_the_first_
 def test_a_killed_holder_leaves_no_stuck_lock(suite, tmp_path):
     out = tmp_path / "run"
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"from bench.folder_lock import FolderLock; FolderLock({str(out)!r}, 'x').acquire();"
+        [sys.executable, "-c", "from faithbench.bench.folder_lock import FolderLock; "
+         f"FolderLock({str(out)!r}, 'x').acquire();"
          "print('locked', flush=True); import time; time.sleep(600)"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -150,12 +151,12 @@ def test_a_bad_output_folder_fails_in_one_line_before_any_compute(suite, tmp_pat
         err = capsys.readouterr().err
         assert err == f"error: --out {out}: {afile} is a file, not a folder; choose a folder for the run\n"
 
-    import bench.folder_lock
+    from faithbench.bench import folder_lock
 
     def read_only(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(bench.folder_lock.os, "open", read_only)  # root ignores chmod: as a read-only folder answers
+    monkeypatch.setattr(folder_lock.os, "open", read_only)  # root ignores chmod: as a read-only folder answers
     assert _run(suite, tmp_path / "ro") == 2
     err = capsys.readouterr().err
     assert err == f"error: cannot write to {tmp_path / 'ro'} (Permission denied); choose a writable --out\n"
@@ -173,7 +174,7 @@ def test_a_run_that_fails_before_writing_leaves_no_folder(suite, tmp_path, monke
 
 PLUGIN = """
 import torch
-from attributions import AttributionMethod, register_method
+from faithbench.attributions import AttributionMethod, register_method
 
 
 @register_method
@@ -254,13 +255,13 @@ def test_a_method_class_without_a_source_file_still_runs(suite):
     """A method defined in a notebook cell or by exec has no file to hash; the plan must not fail on it."""
     import types
 
-    from attributions import AttributionMethod
-    from bench.plan import plugin_sources
-    from bench.suite import load_suite
+    from faithbench.attributions import AttributionMethod
+    from faithbench.bench.plan import plugin_sources
+    from faithbench.bench.suite import load_suite
 
     module = types.ModuleType("notebook_cell")
     exec(  # noqa: S102 - a class with no file behind it, as a notebook cell defines it
-        "from attributions import AttributionMethod\n"
+        "from faithbench.attributions import AttributionMethod\n"
         "class Cell(AttributionMethod):\n"
         "    name = 'cell'\n"
         "    description = 'defined without a file'\n"
@@ -275,8 +276,8 @@ def test_a_method_class_without_a_source_file_still_runs(suite):
 
 def test_resume_counts_only_units_of_this_plan(tmp_path):
     """A unit of an older faithbench (no plan key) or of another plan is not counted as done."""
-    from bench.plan import resume_count
-    from bench.results import RunStore
+    from faithbench.bench.plan import resume_count
+    from faithbench.bench.results import RunStore
 
     store = RunStore(tmp_path)
     store.units.mkdir()

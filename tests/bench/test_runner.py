@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attributions import CONTROLS
-from bench import runner
-from bench.cli import main
-from bench.compare import compare, paired_bootstrap
-from bench.results import RESULT_COLUMNS, summarise
-from bench.suite import available_suites, load_suite, with_overrides
+from faithbench.attributions import CONTROLS
+from faithbench.bench import runner
+from faithbench.bench.cli import main
+from faithbench.bench.compare import compare, paired_bootstrap
+from faithbench.bench.results import RESULT_COLUMNS, summarise
+from faithbench.bench.suite import available_suites, load_suite, with_overrides
 
 TINY = """
 name = "tiny"
@@ -465,8 +465,8 @@ def test_python_dash_m_bench_run_prints_leaderboard_and_paths(tiny_suite, tmp_pa
 
 def test_resume_never_mixes_code_or_weights(tiny_suite, tiny_run, tmp_path, monkeypatch):
     """Units computed by other code or with other weights are recomputed, never reused."""
-    import bench.plan
-    import models.adapter
+    from faithbench.bench import plan
+    from faithbench.models import adapter
 
     out = tmp_path / "resume"
     real, calls = runner.evaluate_unit, []
@@ -489,13 +489,13 @@ def test_resume_never_mixes_code_or_weights(tiny_suite, tiny_run, tmp_path, monk
     ]
     shutil.copytree(tiny_run, out)
     assert main(args) == 0 and calls == []
-    monkeypatch.setattr(bench.plan, "code_identity", lambda: "an upgraded faithbench")  # the plan key reads it
+    monkeypatch.setattr(plan, "code_identity", lambda: "an upgraded faithbench")  # the plan key reads it
     assert main(args) == 0 and len(calls) == 2  # every unit: the code changed
     calls.clear()
     assert main(args) == 0 and calls == []  # ...and now they are current
-    rebuilt = models.adapter.state_sha256
+    rebuilt = adapter.state_sha256
     monkeypatch.setattr(
-        models.adapter,
+        adapter,
         "state_sha256",
         lambda state: "rebuilt" if "features.0.weight" in state else rebuilt(state),  # cnn_mnist only
     )
@@ -505,15 +505,15 @@ def test_resume_never_mixes_code_or_weights(tiny_suite, tiny_run, tmp_path, monk
 
 
 def test_zero_gridpg_grids_are_recorded_as_zero_grids(tiny_suite, tmp_path, monkeypatch):
-    import metrics.gridpg
-    from metrics.grids import GridSelection
+    from faithbench.metrics import gridpg
+    from faithbench.metrics.grids import GridSelection
 
     def nothing(*args, **kwargs):
         import torch
 
         return GridSelection(indices=torch.zeros(0, 9, dtype=torch.long), n_candidates=0, n_dropped=0)
 
-    monkeypatch.setattr(metrics.gridpg, "select_grids", nothing)
+    monkeypatch.setattr(gridpg, "select_grids", nothing)
     out = tmp_path / "nogrids"
     code = main(
         ["run", "--suite", str(tiny_suite), "--out", str(out), "--no-progress", "--metrics", "gridpg,gini"]
@@ -573,7 +573,7 @@ def test_rescore_replays_the_stored_maps_exactly_and_reports_flips(tmp_path, cap
     assert stored == ["cnn_mnist__gradcam.pt", "cnn_mnist__gradient.pt", "cnn_mnist__input_x_gradient.pt"]
     base = pd.read_csv(out / "results.csv").set_index(["method", "metric"])
 
-    from bench import rescore as rescore_module
+    from faithbench.bench import rescore as rescore_module
 
     calls = []
     original = rescore_module.get_method

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from bench.statistics import (
+from faithbench.bench.statistics import (
     holm,
     metric_agreement,
     paired_tests,
@@ -174,7 +174,7 @@ def test_rerun_agreement_pairs_each_rerun_with_the_first_run_of_its_method():
 
 
 def test_suite_jobs_rerun_every_seeded_method_with_each_seed():
-    from bench.suite import load_suite, with_overrides
+    from faithbench.bench.suite import load_suite, with_overrides
 
     suite = with_overrides(load_suite("smoke"), methods=["gradient", "lime"], controls=["random", "uniform"])
     labels = [label for label, _, _ in suite.jobs()]

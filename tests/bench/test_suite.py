@@ -5,12 +5,12 @@ import sys
 
 import pytest
 
-from bench import runner
-from bench.cli import main
-from bench.suite import build_suite, load_suite, with_overrides
+from faithbench.bench import runner
+from faithbench.bench.cli import main
+from faithbench.bench.suite import build_suite, load_suite, with_overrides
 from faithbench.errors import UserError
-from metrics.deletion import DeletionConfig
-from metrics.gridpg import GridPGConfig
+from faithbench.metrics.deletion import DeletionConfig
+from faithbench.metrics.gridpg import GridPGConfig
 
 BASE = 'name = "t"\nmodels = ["cnn_mnist"]\nmethods = ["gradient"]\nmetrics = ["gini"]\n'
 
@@ -91,7 +91,7 @@ def test_text_metrics_say_text_only_in_run_and_in_list(tmp_path, capsys):
 
 
 def test_every_listed_metric_either_runs_or_says_why_not():
-    from metrics.registry import METRICS
+    from faithbench.metrics.registry import METRICS
 
     for name, spec in METRICS.items():
         why = spec.availability("image")
@@ -145,8 +145,8 @@ def test_nothing_is_written_before_the_checks_pass(tmp_path, capsys):
 
 def test_smoke_suite_covers_every_method_and_every_image_metric():
     """CI's gate runs the smoke suite from a fresh install: a missing dependency of any method fails it."""
-    from attributions import METHODS
-    from metrics.registry import METRICS
+    from faithbench.attributions import METHODS
+    from faithbench.metrics.registry import METRICS
 
     smoke, text = load_suite("smoke"), load_suite("smoke-text")
     assert set(smoke.all_methods) | set(text.all_methods) == set(METHODS)  # controls included (controls = true)
@@ -178,7 +178,7 @@ def test_models_must_match_the_data_sets_modality_and_classes():
 
 
 def test_text_data_is_tokenized_with_the_models_vocabulary(monkeypatch):
-    from bench import data
+    from faithbench.bench import data
 
     seen = []
     monkeypatch.setattr(data, "_load", lambda dataset, root, tokenizer=None: seen.append((dataset, tokenizer)))

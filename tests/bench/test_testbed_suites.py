@@ -1,7 +1,7 @@
 """The suites that use the zoo's test bed name registered models and load (issue 11, items 7-9)."""
 
-from bench.suite import load_suite
-from models.catalog import TEST_BED
+from faithbench.bench.suite import load_suite
+from faithbench.models.catalog import TEST_BED
 
 
 def test_ablation_suite_covers_every_b_and_bias_variant():

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from metrics import (
+from faithbench.metrics import (
     comprehensiveness_sufficiency,
     explanation_entropy,
     gini_index,

@@ -5,11 +5,11 @@ import torch
 
 from faithbench.config import from_table
 from faithbench.errors import UserError
-from metrics._perturb import probabilities_after_removal
-from metrics.baselines import BaselineConfig, image_baseline, removal_baseline
-from metrics.deletion import DeletionConfig
-from metrics.erasure import ErasureConfig
-from models.encoding import bcos_inverse, normalized
+from faithbench.metrics._perturb import probabilities_after_removal
+from faithbench.metrics.baselines import BaselineConfig, image_baseline, removal_baseline
+from faithbench.metrics.deletion import DeletionConfig
+from faithbench.metrics.erasure import ErasureConfig
+from faithbench.models.encoding import bcos_inverse, normalized
 
 GEN = torch.Generator().manual_seed(0)
 ENCODINGS = [normalized((0.1307,), (0.3081,)), bcos_inverse(1)]

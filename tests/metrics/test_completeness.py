@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-from attributions import UnsupportedMethodError, get_method
-from metrics.completeness import (
+from faithbench.attributions import UnsupportedMethodError, get_method
+from faithbench.metrics.completeness import (
     CompletenessConfig,
     applies,
     completeness_gap,
@@ -16,12 +16,12 @@ from metrics.completeness import (
     positional_applies,
     positional_share,
 )
-from metrics.spec import Unit
-from models.adapter import ModelAdapter
-from models.architectures import ConvDigitNet, bcos_digit_vit, digit_vit
-from models.bcosify import bcosify
-from models.data import MNIST_MEAN, MNIST_STD
-from models.encoding import bcos_inverse, normalized
+from faithbench.metrics.spec import Unit
+from faithbench.models.adapter import ModelAdapter
+from faithbench.models.architectures import ConvDigitNet, bcos_digit_vit, digit_vit
+from faithbench.models.bcosify import bcosify
+from faithbench.models.data import MNIST_MEAN, MNIST_STD
+from faithbench.models.encoding import bcos_inverse, normalized
 from tests.helpers import small_cnn
 
 GEN = torch.Generator().manual_seed(0)

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from metrics.complexity import explanation_entropy, gini_index
+from faithbench.metrics.complexity import explanation_entropy, gini_index
 
 
 def test_entropy_by_hand():

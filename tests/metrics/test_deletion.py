@@ -5,7 +5,7 @@ import itertools
 import pytest
 import torch
 
-from metrics.deletion import ALOE_FRACTIONS, block_scores, pixel_deletion, pixel_insertion
+from faithbench.metrics.deletion import ALOE_FRACTIONS, block_scores, pixel_deletion, pixel_insertion
 from tests.helpers import AdditiveImageModel, small_cnn
 
 V = torch.tensor([[4.0, 3.0], [2.0, 1.0]])

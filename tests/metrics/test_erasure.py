@@ -3,11 +3,16 @@
 import pytest
 import torch
 
-from attributions import get_method
-from metrics.erasure import COMPREHENSIVENESS, ERASURE_SUMMARIES, ErasureConfig, comprehensiveness_sufficiency
-from metrics.spec import Unit
-from models.adapter import ModelAdapter
-from models.encoding import normalized
+from faithbench.attributions import get_method
+from faithbench.metrics.erasure import (
+    COMPREHENSIVENESS,
+    ERASURE_SUMMARIES,
+    ErasureConfig,
+    comprehensiveness_sufficiency,
+)
+from faithbench.metrics.spec import Unit
+from faithbench.models.adapter import ModelAdapter
+from faithbench.models.encoding import normalized
 from tests.helpers import AdditiveImageModel, AdditiveTokenModel, small_cnn
 
 # Token values: mask id 0 is worth 0; ids 1..4 are worth 4, 3, 2, 1.

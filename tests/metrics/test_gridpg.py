@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from metrics import (
+from faithbench.metrics import (
     GRIDPG_PRESETS,
     cell_masses,
     get_preset,

@@ -3,13 +3,13 @@
 import pytest
 import torch
 
-from attributions import get_method
+from faithbench.attributions import get_method
 from faithbench.config import from_table
 from faithbench.errors import UserError
-from metrics.gridpg import GridPGConfig, PreparedGrids, evaluate
-from metrics.spec import Unit
-from models.adapter import ModelAdapter
-from models.encoding import normalized
+from faithbench.metrics.gridpg import GridPGConfig, PreparedGrids, evaluate
+from faithbench.metrics.spec import Unit
+from faithbench.models.adapter import ModelAdapter
+from faithbench.models.encoding import normalized
 from tests.helpers import small_cnn
 
 

@@ -8,11 +8,11 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from metrics.complexity import explanation_entropy, gini_index
-from metrics.deletion import pixel_deletion, pixel_insertion
-from metrics.erasure import comprehensiveness_sufficiency
-from metrics.gridpg import grid_pointing_game
-from metrics.seqpg import sequence_pointing_game
+from faithbench.metrics.complexity import explanation_entropy, gini_index
+from faithbench.metrics.deletion import pixel_deletion, pixel_insertion
+from faithbench.metrics.erasure import comprehensiveness_sufficiency
+from faithbench.metrics.gridpg import grid_pointing_game
+from faithbench.metrics.seqpg import sequence_pointing_game
 from tests.helpers import small_cnn
 
 # Tiny magnitudes would underflow when rescaled (changing ties), so they are flushed to zero.

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from metrics.complexity import explanation_entropy, gini_index
-from metrics.deletion import pixel_deletion
-from metrics.gridpg import grid_pointing_game
+from faithbench.metrics.complexity import explanation_entropy, gini_index
+from faithbench.metrics.deletion import pixel_deletion
+from faithbench.metrics.gridpg import grid_pointing_game
 from tests.helpers import small_cnn
 
 quantus = pytest.importorskip("quantus")

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from scipy import stats
 from skimage.metrics import structural_similarity
 
-from attributions import get_method
-from metrics.randomisation import (
+from faithbench.attributions import get_method
+from faithbench.metrics.randomisation import (
     RandomisationConfig,
     average_ranks,
     cascade_depths,
@@ -20,7 +20,7 @@ from metrics.randomisation import (
     spearman,
     ssim,
 )
-from metrics.spec import Unit
+from faithbench.metrics.spec import Unit
 from tests.attributions.test_methods import MODELS
 from tests.text_helpers import random_rows, small_text_model
 

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from metrics.seqpg import SEGMENT_LENGTHS, build_sequences, sequence_pointing_game, truncate_segments
+from faithbench.metrics.seqpg import SEGMENT_LENGTHS, build_sequences, sequence_pointing_game, truncate_segments
 
 
 def test_share_by_hand_ignores_special_tokens_and_negatives():

@@ -6,12 +6,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-from attributions import get_method
-from metrics.baselines import BaselineConfig, unit_baseline
-from metrics.erasure import ErasureConfig
-from metrics.registry import METRICS
-from metrics.seqpg import SeqPGConfig
-from metrics.spec import Unit
+from faithbench.attributions import get_method
+from faithbench.metrics.baselines import BaselineConfig, unit_baseline
+from faithbench.metrics.erasure import ErasureConfig
+from faithbench.metrics.registry import METRICS
+from faithbench.metrics.seqpg import SeqPGConfig
+from faithbench.metrics.spec import Unit
 from tests.text_helpers import CLASS0, CLASS1, bag_of_words, sentence
 
 
@@ -124,7 +124,7 @@ def test_native_token_contributions_are_complete_on_the_hand_built_model():
 
 
 def test_seqpg_sentence_pair_input_separates_the_segments_as_the_seed_code():
-    from metrics.seqpg import prepare_sequences
+    from faithbench.metrics.seqpg import prepare_sequences
 
     rows, labels = segments_data()
     pair = prepare_sequences(unit_of(bag_of_words(), "native", rows, labels), SeqPGConfig(segment_length=4))
@@ -139,8 +139,8 @@ def test_seqpg_sentence_pair_input_separates_the_segments_as_the_seed_code():
 
 
 def test_seqpg_rows_of_two_models_share_sequence_ids_when_one_model_chooses_the_segments():
-    from bench.pairing import SharedItems
-    from metrics.seqpg import pairing_models, segment_confidence
+    from faithbench.bench.pairing import SharedItems
+    from faithbench.metrics.seqpg import pairing_models, segment_confidence
 
     rows, labels = segments_data(per_class=4)
     cfg = SeqPGConfig(segment_length=4, sequences_from="reference")

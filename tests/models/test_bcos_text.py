@@ -5,8 +5,8 @@ import torch
 from bcos.common import explanation_mode
 from bcos.modules import BcosLinear
 
-from models.bcos_text import bcos_text_transformer
-from models.text_models import TextTransformer, load_tokenizer, minilm_classifier
+from faithbench.models.bcos_text import bcos_text_transformer
+from faithbench.models.text_models import TextTransformer, load_tokenizer, minilm_classifier
 
 
 def small(seed: int = 0) -> TextTransformer:

@@ -8,10 +8,10 @@ import urllib.error
 import pytest
 import torch
 
-from attributions import get_method
+from faithbench.attributions import get_method
 from faithbench.errors import UserError
-from models import bcosified_hub as bh
-from models.registry import MODELS, load_model
+from faithbench.models import bcosified_hub as bh
+from faithbench.models.registry import MODELS, load_model
 
 VIT_METHODS = ("attnlrp", "chefer_cam", "attention_rollout")
 # Key names and shapes of the release's own networks (``BcosifyNetwork.model``), read off models built by its code

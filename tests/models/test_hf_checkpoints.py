@@ -7,9 +7,15 @@ import torch
 import transformers
 
 from faithbench.errors import UserError
-from models.bcos_text import bcos_text_transformer
-from models.hf_checkpoints import CHECKPOINTS, from_hf_model, geometry, pretrained_transformer, tokenizer_file
-from models.text_encoding import Vocabulary
+from faithbench.models.bcos_text import bcos_text_transformer
+from faithbench.models.hf_checkpoints import (
+    CHECKPOINTS,
+    from_hf_model,
+    geometry,
+    pretrained_transformer,
+    tokenizer_file,
+)
+from faithbench.models.text_encoding import Vocabulary
 from tests.models.test_bcos_text import token_contributions
 
 SMALL = {"vocab_size": 60, "max_position_embeddings": 24}
@@ -127,7 +133,7 @@ def test_a_missing_checkpoint_offline_is_one_line_naming_it(monkeypatch, tmp_pat
 
 
 def test_building_a_checkpoint_recipe_offline_stops_in_one_line(monkeypatch, tmp_path, capsys):
-    from bench.cli import main
+    from faithbench.bench.cli import main
 
     offline(monkeypatch, tmp_path)
     monkeypatch.setenv("FAITHBENCH_CACHE", str(tmp_path / "cache"))
@@ -150,7 +156,7 @@ def cache_checkpoint(hf_home, repo: str, model, tokenizer_json) -> None:
 
 
 def test_a_cached_checkpoint_is_read_offline_and_checked_against_the_published_geometry(monkeypatch, tmp_path):
-    from models.text_models import minilm_folder
+    from faithbench.models.text_models import minilm_folder
 
     offline(monkeypatch, tmp_path)
     monkeypatch.delenv("HF_HUB_OFFLINE")  # require() finds it cached and sets the offline variables itself
@@ -162,7 +168,7 @@ def test_a_cached_checkpoint_is_read_offline_and_checked_against_the_published_g
 
 
 def test_the_embedding_adapter_of_a_roberta_model_pads_with_its_own_id():
-    from models.text_encoding import EmbeddingClassifier, TokenEncoding
+    from faithbench.models.text_encoding import EmbeddingClassifier, TokenEncoding
 
     model = from_hf_model(hf_model("roberta"), num_classes=2)
     vocab = Vocabulary(cls=0, sep=2, pad=1, mask=3, tokenizer="roberta-base")
@@ -179,8 +185,8 @@ def test_the_embedding_adapter_of_a_roberta_model_pads_with_its_own_id():
 
 
 def test_zoo_text_builds_no_gpu_preset_and_no_checkpoint_recipe(monkeypatch, capsys):
-    from bench import zoo_report
-    from bench.cli import main
+    from faithbench.bench import zoo_report
+    from faithbench.bench.cli import main
 
     built = []
     monkeypatch.setattr(zoo_report, "zoo_rows", lambda names, n_grids: built.extend(names) or [])
@@ -191,7 +197,7 @@ def test_zoo_text_builds_no_gpu_preset_and_no_checkpoint_recipe(monkeypatch, cap
 
 
 def test_every_offline_text_recipe_starts_from_weights_that_fit_its_architecture():
-    from models.text_zoo import TEXT_RECIPES, starting_point
+    from faithbench.models.text_zoo import TEXT_RECIPES, starting_point
 
     for recipe in TEXT_RECIPES:
         if not recipe.downloads:

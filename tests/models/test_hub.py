@@ -12,10 +12,10 @@ import torch
 from bcos.modules import LogitLayer
 from torch import nn
 
-from attributions import get_method
+from faithbench.attributions import get_method
 from faithbench.errors import UserError
-from models import hub
-from models.registry import MODELS, load_model
+from faithbench.models import hub
+from faithbench.models.registry import MODELS, load_model
 
 VIT_METHODS = ("attnlrp", "chefer_cam", "attention_rollout")
 
@@ -93,7 +93,7 @@ def test_offline_aloe_load_names_the_repository_and_the_download_command(tmp_pat
     keep = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE")}
     env = {**keep, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)}
     code = (
-        "from models.registry import load_model\n"
+        "from faithbench.models.registry import load_model\n"
         "try:\n    load_model('aloe_siglip2_base_in1k_lp')\n"
         "except Exception as e:\n    print(type(e).__name__ + ': ' + str(e))\n"
     )

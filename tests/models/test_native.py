@@ -8,11 +8,11 @@ import torchvision
 from bcos.common import explanation_mode
 from torch import nn
 
-from models.adapter import ModelAdapter, input_x_gradient
-from models.architectures import ConvDigitNet, bcos_digit_cnn, ccexam_mnist_cnn, digit_vit
-from models.bcosify import DetachableGELU, bcosify
-from models.data import MNIST_MEAN, MNIST_STD
-from models.encoding import bcos_inverse, normalized
+from faithbench.models.adapter import ModelAdapter, input_x_gradient
+from faithbench.models.architectures import ConvDigitNet, bcos_digit_cnn, ccexam_mnist_cnn, digit_vit
+from faithbench.models.bcosify import DetachableGELU, bcosify
+from faithbench.models.data import MNIST_MEAN, MNIST_STD
+from faithbench.models.encoding import bcos_inverse, normalized
 
 GEN = torch.Generator().manual_seed(0)
 

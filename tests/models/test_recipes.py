@@ -9,14 +9,14 @@ from bcos.common import explanation_mode
 from bcos.modules import BcosConv2d, BcosLinear
 from torch import nn
 
-from models import zoo
-from models.architectures import GapDigitNet, bcos_digit_cnn, bcos_digit_vit, bcos_gap_cnn
-from models.bcosify import bcosify
-from models.catalog import RECIPES
-from models.data import MNIST_MEAN, MNIST_STD, Split
-from models.encoding import bcos_inverse, normalized
-from models.recipes import bcos_cnn, bcosified
-from models.training import accuracy, random_placement, train_classifier
+from faithbench.models import zoo
+from faithbench.models.architectures import GapDigitNet, bcos_digit_cnn, bcos_digit_vit, bcos_gap_cnn
+from faithbench.models.bcosify import bcosify
+from faithbench.models.catalog import RECIPES
+from faithbench.models.data import MNIST_MEAN, MNIST_STD, Split
+from faithbench.models.encoding import bcos_inverse, normalized
+from faithbench.models.recipes import bcos_cnn, bcosified
+from faithbench.models.training import accuracy, random_placement, train_classifier
 from tests.models.test_native import _LeafPositionalEmbedding, images
 
 
@@ -140,7 +140,7 @@ def test_the_per_epoch_held_out_log_does_not_change_the_weights():
 
 def test_training_bars_follow_tqdm_disable_set_after_import(monkeypatch):
     """--no-progress sets TQDM_DISABLE after tqdm was imported, which tqdm itself never reads again."""
-    from models.training import progress_bar
+    from faithbench.models.training import progress_bar
 
     monkeypatch.setenv("TQDM_DISABLE", "1")
     assert progress_bar(total=3).disable

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from attributions import UnsupportedMethodError, get_method
-from attributions.perturbation import token_segments
+from faithbench.attributions import UnsupportedMethodError, get_method
+from faithbench.attributions.perturbation import token_segments
 from tests.text_helpers import VOCAB, random_rows, small_text_model
 
 TEXT_METHODS = [

@@ -3,7 +3,7 @@ BertModel on the same MiniLM checkpoint), not against a live download."""
 
 import torch
 
-from models.text_models import load_tokenizer, minilm_classifier
+from faithbench.models.text_models import load_tokenizer, minilm_classifier
 
 SENTENCE = "A gripping, beautifully acted film about grief."
 IDS = [101, 1037, 13940, 1010, 17950, 6051, 2143, 2055, 9940, 1012, 102]

@@ -10,9 +10,9 @@ import torch
 from bcos.common import explanation_mode
 from bcos.models.vit import SimpleViT
 
-from metrics.gridpg import get_preset, make_grids, select_grids
-from models import load_model, zoo
-from models.data import mnist_splits
+from faithbench.metrics.gridpg import get_preset, make_grids, select_grids
+from faithbench.models import load_model, zoo
+from faithbench.models.data import mnist_splits
 from tests.models.test_native import _LeafPositionalEmbedding
 
 MIN_ACCURACY = {

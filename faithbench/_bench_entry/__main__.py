@@ -1,0 +1,3 @@
+from faithbench.bench.cli import main
+
+raise SystemExit(main())
