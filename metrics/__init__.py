@@ -5,7 +5,6 @@ metric module also defines the metric's typed config and evaluation hook (:mod:`
 registered in :mod:`faithbench.metrics.registry`.
 """
 
-from faithbench.attributions.windows import explain_grids, sliding_window_maps
 from faithbench.metrics.complexity import explanation_entropy, gini_index
 from faithbench.metrics.deletion import ALOE_FRACTIONS, block_scores, pixel_deletion, pixel_insertion
 from faithbench.metrics.erasure import ERASURE_SUMMARIES, comprehensiveness_sufficiency
@@ -23,6 +22,7 @@ from faithbench.metrics.seqpg import sequence_pointing_game
 from faithbench.metrics.sequences import SequenceSet, build_sequences, truncate_segments
 from faithbench.metrics.spec import Example, MetricResult, MetricSpec, NoConfig, Unit
 from faithbench.metrics.types import CurveScores, ErasureScores, Scores
+from faithbench.metrics.windows import explain_grids, sliding_window_maps
 
 __all__ = [
     "ALOE_FRACTIONS",

@@ -14,9 +14,8 @@ from collections.abc import Callable, Mapping
 import torch
 from torch import Tensor
 
-from faithbench.metrics._checks import check_choice, check_positive_int
-
-ACTIVATIONS = ("softmax", "sigmoid", "identity")
+from faithbench.activations import to_probabilities
+from faithbench.metrics._checks import check_positive_int
 
 ForwardFn = Callable[..., Tensor]
 """``forward(inputs, **extra) -> scores (n, num_classes)`` (logits unless ``activation='identity'``)."""
@@ -44,15 +43,6 @@ def check_class_indices(targets: Tensor, num_classes: int, name: str = "targets"
             f"{name} must be class indices in 0..{num_classes - 1} (the model has {num_classes} outputs); got "
             f"{targets[bad][:8].tolist()} in samples {bad.nonzero().flatten()[:8].tolist()}"
         )
-
-
-def to_probabilities(scores: Tensor, activation: str) -> Tensor:
-    check_choice(activation, "activation", ACTIVATIONS)
-    if activation == "softmax":
-        return scores.softmax(dim=-1)
-    if activation == "sigmoid":
-        return scores.sigmoid()
-    return scores
 
 
 @torch.no_grad()

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from faithbench.activations import ACTIVATIONS
 from faithbench.config import to_dict
 from faithbench.metrics._checks import (
     check_choice,
@@ -35,7 +36,7 @@ from faithbench.metrics._checks import (
     check_targets,
     check_tensor,
 )
-from faithbench.metrics._perturb import ACTIVATIONS, ForwardFn, feature_ranks, probabilities_after_removal
+from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal
 from faithbench.metrics.baselines import BaselineConfig, unit_baseline
 from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
 from faithbench.metrics.types import CurveScores

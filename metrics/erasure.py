@@ -34,9 +34,10 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
+from faithbench.activations import ACTIVATIONS
 from faithbench.config import to_dict
 from faithbench.metrics._checks import check_choice, check_finite, check_fractions, check_targets, check_tensor
-from faithbench.metrics._perturb import ACTIVATIONS, ForwardFn, feature_ranks, probabilities_after_removal
+from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal
 from faithbench.metrics.baselines import BaselineConfig, unit_baseline
 from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
 from faithbench.metrics.types import CurveScores, ErasureScores

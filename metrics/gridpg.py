@@ -9,7 +9,7 @@ that falls inside cell i:
 A uniform map scores 1/N^2, a map concentrated in the right cell scores 1. The reference
 implementations differ in tiling order, image selection, smoothing, zero-mass handling and ViT
 windows; each is a named preset (:mod:`faithbench.metrics.gridpg_presets`); grid selection and tiling are in
-:mod:`faithbench.metrics.grids`, windowed explanation in :mod:`faithbench.attributions.windows`. The score is batched
+:mod:`faithbench.metrics.grids`, windowed explanation in :mod:`faithbench.metrics.windows`. The score is batched
 over grids and cells.
 """
 
@@ -23,13 +23,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from faithbench.attributions.windows import ExplainFn, explain_grids
 from faithbench.metrics._checks import check_choice, check_finite, check_positive_int, check_tensor
 from faithbench.metrics._share import target_share
 from faithbench.metrics.gridpg_presets import GRIDPG_PRESETS, VIT_WINDOWS, ZERO_MASS_RULES, GridPGPreset, get_preset
 from faithbench.metrics.grids import PAIRINGS, TILINGS, grid_eligibility, grid_side, make_grids, select_grids
 from faithbench.metrics.spec import Example, MetricResult, MetricSpec, Unit
 from faithbench.metrics.types import Scores
+from faithbench.metrics.windows import ExplainFn, explain_grids
 
 if TYPE_CHECKING:
     from faithbench.models.adapter import ModelAdapter

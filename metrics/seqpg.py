@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor
 
-from faithbench.attributions.windows import explain_in_chunks
 from faithbench.config import to_dict
 from faithbench.metrics._checks import check_choice, check_finite, check_positive_int, check_tensor
 from faithbench.metrics._share import target_share
 from faithbench.metrics.sequences import SEGMENT_LENGTHS, SequenceSet, build_sequences, truncate_segments
 from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
 from faithbench.metrics.types import Scores
+from faithbench.metrics.windows import explain_in_chunks
 
 if TYPE_CHECKING:
     from faithbench.models.adapter import ModelAdapter
