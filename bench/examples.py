@@ -20,8 +20,9 @@ from faithbench.io import atomic_torch_save
 
 def compute_examples(run_dir: Path, results: pd.DataFrame) -> dict[tuple[str, str], dict]:
     """(model, method) -> {"image", "map", "label", "caption"} for every pair in ``results``."""
-    from faithbench.attributions import CONTROLS, get_method
+    from faithbench.attributions import get_method
     from faithbench.bench.data import load_data
+    from faithbench.bench.results import contestants, with_job_columns
     from faithbench.bench.runner import resolve_device
     from faithbench.bench.suite import build_suite
     from faithbench.metrics.registry import METRICS
@@ -38,15 +39,16 @@ def compute_examples(run_dir: Path, results: pd.DataFrame) -> dict[tuple[str, st
     if metric is None or not (run_dir / "units").is_dir():  # a re-scored run keeps no units: no method runs
         return {}
     spec, cfg = METRICS.get(metric), suite.config(metric)
-    pairs = results[["model", "method"]].drop_duplicates().itertuples(index=False, name=None)
+    # the controls ignore the model (the panel shows what the methods see); reruns repeat a method
+    pairs = (
+        contestants(with_job_columns(results))[["model", "method"]].drop_duplicates().itertuples(index=False, name=None)
+    )
     keys = {(u["model"], u["method"]): u["key"] for u in record.get("units", [])}  # exactly this run's units
     device = resolve_device("auto")
     data = load_data(suite)
     examples: dict[tuple[str, str], dict] = {}
     models: dict[str, object] = {}
     for model_name, method_name in sorted(pairs):
-        if method_name in CONTROLS or "@" in method_name:
-            continue  # the controls ignore the model: the panel shows what the methods see
         path = run_dir / "examples" / f"{model_name}__{method_name}.pt"
         key = keys.get((model_name, method_name), "")
         if path.exists():
@@ -65,7 +67,16 @@ def compute_examples(run_dir: Path, results: pd.DataFrame) -> dict[tuple[str, st
             continue
         method = get_method(method_name, **suite.method_params.get(method_name, {}))
         ids = torch.arange(0)
-        unit = Unit(model, method, data.images, data.labels, ids, suite.batch_size, device, max_batch=suite.max_batch)
+        unit = Unit(
+            model=model,
+            method=method,
+            images=data.images,
+            labels=data.labels,
+            sample_ids=ids,
+            batch_size=suite.batch_size,
+            device=device,
+            max_batch=suite.max_batch,
+        )
         shown = spec.example(unit, cfg)
         example = {
             "key": key,

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from faithbench.attributions.identities import KNOWN_IDENTITIES, known_identity
+from faithbench.bench.results import job_columns
 from faithbench.io import atomic_write_text
 from faithbench.metrics.spec import Unit
 from faithbench.models.adapter import ModelAdapter
@@ -76,7 +77,7 @@ def identical_pairs(model: ModelAdapter, units: list[dict]) -> list[dict[str, An
     prints = {  # reruns of a seeded method with another seed (lime@seed1) are not methods of their own
         u["method"]: (u["fingerprint"], u["method_params"])
         for u in units
-        if u.get("fingerprint") and "@" not in u["method"]
+        if u.get("fingerprint") and not job_columns(u)["rerun_of"]
     }
     pairs = []
     for a, b in combinations(prints, 2):

@@ -1,5 +1,6 @@
-"""What a unit's scores depend on, as keys: the plan (known before its model loads), the unit key (plus the
-model's weights and the items it shares with other models), and how many planned units a folder holds."""
+"""The run's plan: the jobs a suite asks for (every method, control and rerun, as typed records), and what a
+unit's scores depend on, as keys: the plan key (known before its model loads), the unit key (plus the model's
+weights and the items it shares with other models), and how many planned units a folder holds."""
 
 from __future__ import annotations
 
@@ -7,12 +8,55 @@ import hashlib
 import inspect
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from faithbench.attributions import CONTROLS, METHODS
 from faithbench.bench.provenance import code_identity, is_own_file
 from faithbench.bench.results import RunStore
 from faithbench.bench.suite import Suite
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job:
+    """One method the runner evaluates on every model: ``name`` is its rows' ``method`` (a rerun's is
+    ``METHOD@seedN``, made here and never parsed: ``rerun_of`` and ``rerun_seed`` say what it is)."""
+
+    name: str
+    method: str  # the registered method
+    params: dict[str, Any]
+    is_control: bool = False
+    rerun_of: str | None = None
+    rerun_seed: int | None = None
+
+    @property
+    def columns(self) -> dict[str, Any]:
+        """What the result rows record of the job besides its name."""
+        return {"rerun_of": self.rerun_of, "rerun_seed": self.rerun_seed, "is_control": self.is_control}
+
+
+def jobs(suite: Suite) -> list[Job]:
+    """What the runner evaluates: every method and control, then every seeded one again per
+    ``rerun_seeds`` entry (named ``METHOD@seedN``)."""
+    base = [
+        Job(name=m, method=m, params=dict(suite.method_params.get(m, {})), is_control=m in CONTROLS)
+        for m in suite.all_methods
+    ]
+    reruns = [
+        Job(
+            name=f"{job.name}@seed{seed}",
+            method=job.method,
+            params={**job.params, "seed": seed},
+            is_control=job.is_control,
+            rerun_of=job.name,
+            rerun_seed=seed,
+        )
+        for job in base
+        if METHODS.get(job.method).capabilities.seeded
+        for seed in suite.rerun_seeds
+    ]
+    return base + reruns
 
 
 def plugin_sources(suite: Suite, method: Any) -> list[Path]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from faithbench.bench.report_stats import LeaderboardStats
+from faithbench.bench.results import first_runs, with_job_columns
 from faithbench.errors import UserError
 
 
@@ -26,7 +27,7 @@ def read_results(path: Path) -> pd.DataFrame:
     missing = {"model", "method", "metric", "mean"} - set(frame.columns)
     if missing:
         raise UserError(f"{path} is not a faithbench results file (missing columns {', '.join(sorted(missing))})")
-    return frame
+    return with_job_columns(frame)
 
 
 def _cell(mean: float, low: float, high: float) -> str:
@@ -44,7 +45,7 @@ def leaderboard(results: pd.DataFrame, stats: LeaderboardStats | None = None) ->
     """
     from faithbench.metrics.registry import METRICS
 
-    results = results[~results["method"].astype(str).str.contains("@", regex=False)]  # reruns: statistics only
+    results = first_runs(results)  # reruns: statistics only
     metrics = [m for m in METRICS if m in set(results["metric"])]
     metrics += sorted(set(results["metric"]) - set(metrics))
     table = results.assign(
@@ -190,11 +191,11 @@ def write_plots(run_dir: Path, results: pd.DataFrame, out: Path, stats: Leaderbo
 
 def _methods_only(frame: pd.DataFrame | None) -> pd.DataFrame | None:
     """Without the reruns of seeded methods (``lime@seed1``): they feed the rerun agreement, not the plots."""
-    return None if frame is None else frame[~frame["method"].astype(str).str.contains("@", regex=False)]
+    return None if frame is None else first_runs(frame)
 
 
 def _read_optional(path: Path) -> pd.DataFrame | None:
-    return pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else None
+    return with_job_columns(pd.read_csv(path)) if path.exists() and path.stat().st_size > 1 else None
 
 
 def identity_section(run_dir: Path, markdown: bool) -> str:
@@ -283,7 +284,7 @@ def report(
     run_dir = Path(results_csv).parent
     out = out or run_dir / "report"
     stats = leaderboard_stats(run_dir, results, alpha=alpha, n_boot=n_boot)
-    results = results[~results["method"].astype(str).str.contains("@", regex=False)]  # reruns: see the statistics
+    results = first_runs(results)  # reruns: see the statistics
     tables = write_tables(results, out, stats)
     text = to_text(leaderboard(results, stats)) + "".join(f"\n\n{n}" for n in stats.footnote())
     for kind in ("markdown", "text"):

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from faithbench.bench.results import contestants, first_runs, with_job_columns
 from faithbench.bench.statistics import (
     metric_agreement,
     paired_tests,
@@ -64,7 +65,7 @@ def _read_samples(run_dir: Path) -> pd.DataFrame | None:
     path = run_dir / "samples.csv"
     if not path.exists() or path.stat().st_size <= 1:
         return None
-    samples = pd.read_csv(path)
+    samples = with_job_columns(pd.read_csv(path))
     return samples.assign(value=samples["value"].where(~samples["undefined"].astype(bool)))
 
 
@@ -72,22 +73,20 @@ def leaderboard_stats(
     run_dir: Path, results: pd.DataFrame, alpha: float = 0.05, n_boot: int = 1000, seed: int = 0
 ) -> LeaderboardStats:
     """Paired tests, rank stability, metric agreement and split-half reliability of a run."""
-    from faithbench.attributions import CONTROLS
-
     samples = _read_samples(run_dir)
     reruns = rerun_agreement(samples) if samples is not None else pd.DataFrame()
     if samples is not None:  # a rerun with another seed is not a method of the leaderboard
-        samples = samples[~samples["method"].str.contains("@", regex=False)]
-    results = results[~results["method"].str.contains("@", regex=False)]
+        samples = first_runs(samples)
+    results = first_runs(with_job_columns(results))
     # The controls are the yardstick (skill), not contestants: the marks, ranks, agreement and reliability are
     # about the methods (an oracle would win every pointing game).
-    methods = results[~results["method"].isin(CONTROLS)]
+    methods = contestants(results)
     agreement = metric_agreement(methods)
     if samples is None:
         empty = pd.DataFrame()
         return LeaderboardStats(empty, agreement, empty, empty, empty, alpha, n_boot)
     skill = skill_scores(results, samples, alpha=alpha)
-    samples = samples[~samples["method"].isin(CONTROLS)]
+    samples = contestants(samples)
     tests = paired_tests(methods, samples, alpha=alpha)
     ranks = rank_stability(methods, samples, n_boot=n_boot, seed=seed)
     key = ["model", "metric", "method"]

@@ -28,7 +28,7 @@ from faithbench.bench.folder_lock import FolderLock
 from faithbench.bench.pairing import load_shared
 from faithbench.bench.provenance import provenance
 from faithbench.bench.report import read_results
-from faithbench.bench.results import RunStore
+from faithbench.bench.results import RunStore, contestants, with_job_columns
 from faithbench.bench.runner import resolve_device, sample_ids
 from faithbench.bench.suite import build_suite, with_overrides
 from faithbench.errors import UserError
@@ -62,11 +62,10 @@ def _folder_name(settings: dict[str, dict[str, Any]]) -> str:
 def ranking_flips(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
     """Per (model, metric): the best method before and after and the method pairs whose order reversed (the
     controls are the yardstick, not contestants: left out; so are the reruns of seeded methods)."""
-    from faithbench.attributions import CONTROLS
-
     rows = []
-    merged = before.merge(after, on=["model", "metric", "method"], suffixes=("_before", "_after"))
-    merged = merged[~merged["method"].isin(CONTROLS) & ~merged["method"].astype(str).str.contains("@", regex=False)]
+    merged = contestants(with_job_columns(before)).merge(
+        after, on=["model", "metric", "method"], suffixes=("_before", "_after")
+    )
     for (model, metric), part in merged.groupby(["model", "metric"], sort=False):
         sign = 1.0 if bool(part["higher_is_better_before"].iloc[0]) else -1.0
         a = dict(zip(part["method"], sign * part["mean_before"], strict=True))
@@ -130,8 +129,20 @@ def _rescore(
         if unit["model"] not in models:  # one model in memory at a time, its grids shared by its methods
             models = {unit["model"]: (load_model(unit["model"], device=dev), {})}
         model, model_cache = models[unit["model"]]
-        job = Unit(model, method, data.images, data.labels, ids, suite.batch_size, dev, model_cache=model_cache,
-                   max_batch=suite.max_batch, maps=maps, replay=True, shared=shared)  # fmt: skip
+        job = Unit(
+            model=model,
+            method=method,
+            images=data.images,
+            labels=data.labels,
+            sample_ids=ids,
+            batch_size=suite.batch_size,
+            device=dev,
+            model_cache=model_cache,
+            max_batch=suite.max_batch,
+            maps=maps,
+            replay=True,
+            shared=shared,
+        )
         metrics = {m: rec for m, rec in unit["metrics"].items() if m not in per_metric}
         for metric in per_metric:
             try:

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from faithbench.attributions import CONTROLS
 from faithbench.bench.intervals import summarise
 from faithbench.errors import UserError
 from faithbench.io import atomic_torch_save, atomic_write_text
@@ -37,6 +38,9 @@ RESULT_COLUMNS = [
     "model",
     "family",
     "method",
+    "rerun_of",
+    "rerun_seed",
+    "is_control",
     "metric",
     "aggregate",
     "mean",
@@ -55,6 +59,42 @@ RESULT_COLUMNS = [
     "model_inputs",
     "peak_memory_mb",
 ]
+
+
+def job_columns(unit: dict) -> dict:
+    """A unit's ``rerun_of``, ``rerun_seed`` and ``is_control`` (:class:`~faithbench.bench.plan.Job`)."""
+    if "is_control" in unit:
+        return {"rerun_of": unit["rerun_of"], "rerun_seed": unit["rerun_seed"], "is_control": unit["is_control"]}
+    return _legacy_job_columns(unit["method"])
+
+
+def _legacy_job_columns(name: str) -> dict:
+    """What a row written before those fields existed says in its method name: a rerun ``METHOD@seedN``, a
+    control by its name. The one place that reads a method name for anything but its name."""
+    base, _, seed = str(name).partition("@seed")
+    return {
+        "rerun_of": base if seed else None,
+        "rerun_seed": int(seed) if seed else None,
+        "is_control": base in CONTROLS,
+    }
+
+
+def with_job_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """A results or samples table with its job columns (derived for files written before they existed)."""
+    if frame.empty or "is_control" in frame.columns:
+        return frame
+    derived = pd.DataFrame([_legacy_job_columns(m) for m in frame["method"]], index=frame.index)
+    return frame.assign(**{c: derived[c] for c in derived.columns})
+
+
+def first_runs(frame: pd.DataFrame) -> pd.DataFrame:
+    """Without the reruns of seeded methods (they feed the rerun agreement, not the leaderboard)."""
+    return frame[frame["rerun_of"].isna()]
+
+
+def contestants(frame: pd.DataFrame) -> pd.DataFrame:
+    """The methods of the leaderboard: first runs, no controls (the controls are the yardstick)."""
+    return frame[frame["rerun_of"].isna() & ~frame["is_control"].astype(bool)]
 
 
 def atomic_write_csv(path: Path, frame: pd.DataFrame) -> None:
@@ -159,7 +199,7 @@ class RunStore:
         Each row carries the provenance recorded when its unit was computed."""
         results, samples, curves = [], [], []
         for unit in units:
-            ident = {"model": unit["model"], "method": unit["method"]}
+            ident = {"model": unit["model"], "method": unit["method"], **job_columns(unit)}
             for metric, rec in unit["metrics"].items():
                 values = np.asarray(rec["values"], dtype=float)
                 undefined = np.asarray(rec["undefined"], dtype=bool)

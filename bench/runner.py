@@ -32,7 +32,7 @@ from faithbench.bench.folder_lock import FolderLock
 from faithbench.bench.identity import fingerprint, identical_pairs, warning_line
 from faithbench.bench.identity import write as write_identical
 from faithbench.bench.pairing import SharedItems, save_shared, share_items, shared_digest
-from faithbench.bench.plan import plan_key, plugin_sources, resume_count, unit_key
+from faithbench.bench.plan import jobs, plan_key, plugin_sources, resume_count, unit_key
 from faithbench.bench.provenance import provenance, source_identity
 from faithbench.bench.results import RunStore
 from faithbench.bench.suite import Suite
@@ -176,17 +176,17 @@ def _run(suite: Suite, out: Path, dev: torch.device, shard: Shard, progress: boo
     shared = share_items(suite, data, dev, lambda name: _load_model(name, dev, shard), batch)
     digest = shared_digest(shared)  # part of every unit's key: the items depend on every deciding model
     writer = _Writer(out, suite, provenance(dev, suite.seed), shard.rank == 0, shared)
-    jobs = [(model_name, *job) for model_name in suite.models for job in suite.jobs()]
+    planned = [(model_name, job) for model_name in suite.models for job in jobs(suite)]
     plans = {}
-    for label, registered, params in suite.jobs():  # the plugin sources are read once per method, not per model
-        method = get_method(registered, **params)
+    for job in jobs(suite):  # the plugin sources are read once per method, not per model
+        method = get_method(job.method, **job.params)
         plugins = source_identity(plugin_sources(suite, method))
         for model_name in suite.models:
-            plans[(model_name, label)] = plan_key(suite, model_name, label, method.params, plugins)
+            plans[(model_name, job.name)] = plan_key(suite, model_name, job.name, method.params, plugins)
     if shard.rank == 0 and (out / "run.json").exists():
-        tqdm.write(f"resuming {out}: {resume_count(writer.store, plans)} of {len(jobs)} units done", file=sys.stderr)
+        tqdm.write(f"resuming {out}: {resume_count(writer.store, plans)} of {len(planned)} units done", file=sys.stderr)
     bar = tqdm(
-        total=len(jobs),
+        total=len(planned),
         desc=f"suite {suite.name}",
         unit="unit",
         disable=not progress or shard.rank != 0,
@@ -196,9 +196,10 @@ def _run(suite: Suite, out: Path, dev: torch.device, shard: Shard, progress: boo
         for model_name in suite.models:
             model = _load_model(model_name, dev, shard)
             model_cache: dict = {}
-            for method_name, registered, params in suite.jobs():  # method_name: the label (lime@seed1)
+            for job in jobs(suite):
+                method_name = job.name
                 bar.set_postfix_str(f"{model_name} / {method_name}")
-                method = get_method(registered, **params)
+                method = get_method(job.method, **job.params)
                 try:
                     method.check(model)
                 except UnsupportedMethodError as exc:
@@ -215,16 +216,16 @@ def _run(suite: Suite, out: Path, dev: torch.device, shard: Shard, progress: boo
                     continue
                 writer.start()  # before the first new file of this run (its maps)
                 unit = Unit(
-                    model,
-                    method,
-                    data.images,
-                    data.labels,
-                    ids,
-                    suite.batch_size,
-                    dev,
-                    shard.rank,
-                    shard.world,
-                    model_cache,
+                    model=model,
+                    method=method,
+                    images=data.images,
+                    labels=data.labels,
+                    sample_ids=ids,
+                    batch_size=suite.batch_size,
+                    device=dev,
+                    rank=shard.rank,
+                    world=shard.world,
+                    model_cache=model_cache,
                     max_batch=suite.max_batch,
                     maps=MapStore() if suite.store_maps else None,
                     shared=shared,
@@ -239,7 +240,8 @@ def _run(suite: Suite, out: Path, dev: torch.device, shard: Shard, progress: boo
                             "plan_key": plan,
                             "model": model_name,
                             "method": method_name,
-                            "method_name": registered,
+                            "method_name": job.method,
+                            **job.columns,
                             "family": model.family,
                             "weights_sha256": model.weights_sha256,
                             "method_params": method.params,

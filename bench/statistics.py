@@ -272,12 +272,13 @@ def skill_scores(
 
 
 def rerun_agreement(samples: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, metric, method, seed) of a seeded method run again (``METHOD@seedN``): the Spearman
+    """Per (model, metric, method, seed) of a seeded method run again (rows with a ``rerun_of``): the Spearman
     correlation of its per-sample scores with the first run's, over the samples both scored."""
-    reruns = samples[samples["method"].str.contains("@seed", regex=False)]
+    reruns = samples[samples["rerun_of"].notna()]
     rows = []
-    for (model, metric, label), part in reruns.groupby(["model", "metric", "method"], sort=False):
-        method, seed = label.split("@seed")
+    for (model, metric, method, seed), part in reruns.groupby(
+        ["model", "metric", "rerun_of", "rerun_seed"], sort=False
+    ):
         first = samples[(samples["model"] == model) & (samples["metric"] == metric) & (samples["method"] == method)]
         both = first.merge(part, on="sample_id", suffixes=("", "_rerun"))[["value", "value_rerun"]].dropna()
         rho = math.nan

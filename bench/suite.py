@@ -71,20 +71,6 @@ class Suite:
         """The methods and then the controls, each once."""
         return tuple(dict.fromkeys([*self.methods, *self.controls]))
 
-    def jobs(self) -> list[tuple[str, str, dict[str, Any]]]:
-        """What the runner evaluates: (label, method, parameters) for every method and control, then every
-        seeded one again per ``rerun_seeds`` entry, labelled ``METHOD@seedN``."""
-        from faithbench.attributions import METHODS
-
-        base = [(m, m, dict(self.method_params.get(m, {}))) for m in self.all_methods]
-        reruns = [
-            (f"{m}@seed{seed}", m, {**params, "seed": seed})
-            for m, _, params in base
-            if METHODS.get(m).capabilities.seeded
-            for seed in self.rerun_seeds
-        ]
-        return base + reruns
-
     @property
     def modality(self) -> str:
         from faithbench.bench.data import DATASETS

@@ -100,32 +100,38 @@ def _map_metric(score: Callable[..., Scores]) -> Callable[[Unit, NoConfig], Metr
 
 
 ENTROPY = MetricSpec(
-    "entropy",
-    "Shannon entropy of |a| / sum |a|",
-    False,
-    ("image", "text"),
-    1,
-    "nats",
-    _map_metric(explanation_entropy),
+    name="entropy",
+    description="Shannon entropy of |a| / sum |a|",
+    higher_is_better=False,
+    modalities=("image", "text"),
+    scale=1,
+    unit="nats",
+    evaluate=_map_metric(explanation_entropy),
 )
 ENTROPY_NORMALISED = MetricSpec(
-    "entropy_normalised",
-    "entropy divided by ln(number of features), in [0, 1]",
-    False,
-    ("image", "text"),
-    1,
-    "",
-    _map_metric(partial(explanation_entropy, normalise=True)),
+    name="entropy_normalised",
+    description="entropy divided by ln(number of features), in [0, 1]",
+    higher_is_better=False,
+    modalities=("image", "text"),
+    scale=1,
+    unit="",
+    evaluate=_map_metric(partial(explanation_entropy, normalise=True)),
 )
 ENTROPY_POSITIVE = MetricSpec(
-    "entropy_positive",
-    "Shannon entropy of max(a, 0) / sum max(a, 0) (the B-cos LM's positive token attributions)",
-    False,
-    ("image", "text"),
-    1,
-    "nats",
-    _map_metric(partial(explanation_entropy, positive=True)),
+    name="entropy_positive",
+    description="Shannon entropy of max(a, 0) / sum max(a, 0) (the B-cos LM's positive token attributions)",
+    higher_is_better=False,
+    modalities=("image", "text"),
+    scale=1,
+    unit="nats",
+    evaluate=_map_metric(partial(explanation_entropy, positive=True)),
 )
 GINI = MetricSpec(
-    "gini", "Gini index of |a| (sparseness), in [0, 1)", True, ("image", "text"), 1, "", _map_metric(gini_index)
+    name="gini",
+    description="Gini index of |a| (sparseness), in [0, 1)",
+    higher_is_better=True,
+    modalities=("image", "text"),
+    scale=1,
+    unit="",
+    evaluate=_map_metric(gini_index),
 )

@@ -65,7 +65,7 @@ class Example:
     caption: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MetricSpec:
     """How to configure, compute, read and report one metric.
 
@@ -120,7 +120,7 @@ class MetricSpec:
         return None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Unit:
     """One (model, method) pair as the metric hooks see it.
 

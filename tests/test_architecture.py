@@ -83,3 +83,22 @@ def test_modules_stay_short():
         if (n := len(p.read_text().splitlines())) > 320
     }
     assert not long, long
+
+
+def test_rerun_names_are_made_in_one_place_and_never_parsed():
+    """A rerun is data (``Job.rerun_of`` / ``rerun_seed``; the result columns): its name ``METHOD@seedN`` is made by
+    the run plan (``bench/plan.py``) and read only for files written before those columns (``bench/results.py``)."""
+    found = set()
+    for p in _sources(*LOWER, "bench"):
+        tree = ast.parse(p.read_text())
+        docstrings = {
+            id(n.body[0].value)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef) and n.body
+            if isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                if "@" in node.value and not node.value.startswith("cuda"):
+                    found.add(str(p.relative_to(ROOT)))
+    assert found == {"bench/plan.py", "bench/results.py"}, found

@@ -44,8 +44,9 @@ def top_share(unit, cfg):
 
 
 register_metric(
-    MetricSpec("top_share", "share of |a| in the top pixels", True, ("image",), 100, "%", top_share,
-               config=TopShareConfig, table="top_share")
+    MetricSpec(name="top_share", description="share of |a| in the top pixels", higher_is_better=True,
+               modalities=("image",), scale=100, unit="%", evaluate=top_share, config=TopShareConfig,
+               table="top_share")
 )
 '''
 

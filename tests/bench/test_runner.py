@@ -15,6 +15,7 @@ from faithbench.attributions import CONTROLS
 from faithbench.bench import runner
 from faithbench.bench.cli import main
 from faithbench.bench.compare import compare, paired_bootstrap
+from faithbench.bench.plan import jobs
 from faithbench.bench.results import RESULT_COLUMNS, summarise
 from faithbench.bench.suite import available_suites, load_suite, with_overrides
 
@@ -608,3 +609,51 @@ def test_rescore_replays_the_stored_maps_exactly_and_reports_flips(tmp_path, cap
     )
     assert smooth.loc[("gradient", "gridpg"), "mean"] != base.loc[("gradient", "gridpg"), "mean"]
     assert smooth.loc[("oracle", "gridpg"), "mean"] == 100.0  # unsmoothed, the ground truth scores exactly 1
+
+
+def test_rows_say_which_are_reruns_and_controls_in_columns(tiny_suite, tmp_path):
+    """Reruns and controls are data (rerun_of, rerun_seed, is_control), not a method name to parse."""
+    out = tmp_path / "reruns"
+    suite = with_overrides(load_suite(str(tiny_suite)), models=["cnn_mnist"], methods=["gradient"],
+                           metrics=["entropy"], controls=["random"], rerun_seeds=[1])  # fmt: skip
+    assert [job.name for job in jobs(suite)] == ["gradient", "random", "random@seed1"]
+    runner.run(suite, out, device="cpu", progress=False)
+    for name in ("results.csv", "samples.csv"):
+        frame = pd.read_csv(out / name).drop_duplicates("method").set_index("method")
+        assert frame.loc["random@seed1", "rerun_of"] == "random" and frame.loc["random@seed1", "rerun_seed"] == 1
+        assert frame.loc["random", "is_control"] and frame.loc["random@seed1", "is_control"]
+        assert (
+            not frame.loc["gradient", "is_control"] and frame.loc["gradient", ["rerun_of", "rerun_seed"]].isna().all()
+        )
+    units = [json.loads(p.read_text()) for p in (out / "units").glob("*.json")]
+    rerun = next(u for u in units if u["method"] == "random@seed1")
+    assert (rerun["rerun_of"], rerun["rerun_seed"], rerun["is_control"], rerun["method_name"]) == (
+        "random",
+        1,
+        True,
+        "random",
+    )
+
+
+def test_files_written_before_the_job_columns_get_them_from_the_method_names():
+    from faithbench.bench.results import contestants, first_runs, with_job_columns
+
+    old = pd.DataFrame({"model": "m", "method": ["lime", "lime@seed1", "random", "oracle"], "mean": [1.0, 2, 3, 4]})
+    frame = with_job_columns(old)
+    assert frame["rerun_of"].isna().tolist() == [True, False, True, True] and frame["rerun_of"][1] == "lime"
+    assert frame["rerun_seed"][1] == 1
+    assert frame["is_control"].tolist() == [False, False, True, True]
+    assert first_runs(frame)["method"].tolist() == ["lime", "random", "oracle"]
+    assert contestants(frame)["method"].tolist() == ["lime"]
+    assert with_job_columns(frame) is frame  # a current file is read as it is
+
+
+def test_unit_and_metric_spec_take_keywords_only():
+    from faithbench.metrics.spec import MetricSpec, Unit
+
+    with pytest.raises(TypeError):
+        MetricSpec("x", "y", True, ("image",), 1, "", None)
+    import torch
+
+    with pytest.raises(TypeError):
+        Unit(None, None, torch.zeros(1), torch.zeros(1), torch.zeros(1), 1, torch.device("cpu"))

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from faithbench.bench.results import with_job_columns
 from faithbench.bench.statistics import (
     holm,
     metric_agreement,
@@ -168,17 +169,21 @@ def test_rerun_agreement_pairs_each_rerun_with_the_first_run_of_its_method():
         "shapley_sampling": first,
         "shapley_sampling@seed1": rng.normal(size=40),  # it moves completely
     }
-    table = rerun_agreement(_frames(scores)[1]).set_index("method")
+    table = rerun_agreement(with_job_columns(_frames(scores)[1])).set_index("method")  # the columns of old files
     assert table.loc["lime", "rerun_rho"] > 0.99 and abs(table.loc["shapley_sampling", "rerun_rho"]) < 0.4
     assert (table["seed"] == 1).all() and (table["n"] == 40).all()
 
 
 def test_suite_jobs_rerun_every_seeded_method_with_each_seed():
+    from faithbench.bench.plan import jobs as plan_jobs
     from faithbench.bench.suite import load_suite, with_overrides
 
     suite = with_overrides(load_suite("smoke"), methods=["gradient", "lime"], controls=["random", "uniform"])
-    labels = [label for label, _, _ in suite.jobs()]
-    assert labels == ["gradient", "lime", "random", "uniform", "lime@seed1", "random@seed1"]
-    assert dict((label, params) for label, _, params in suite.jobs())["lime@seed1"]["seed"] == 1
+    jobs = {job.name: job for job in plan_jobs(suite)}
+    assert list(jobs) == ["gradient", "lime", "random", "uniform", "lime@seed1", "random@seed1"]
+    assert jobs["lime@seed1"].params["seed"] == 1 and jobs["lime@seed1"].method == "lime"
+    assert (jobs["lime@seed1"].rerun_of, jobs["lime@seed1"].rerun_seed) == ("lime", 1)
+    assert [name for name, job in jobs.items() if job.is_control] == ["random", "uniform", "random@seed1"]
+    assert jobs["gradient"].columns == {"rerun_of": None, "rerun_seed": None, "is_control": False}
     with pytest.raises(Exception, match="rerun_seeds must be a list of integers >= 0"):
         with_overrides(suite, rerun_seeds=[-1])

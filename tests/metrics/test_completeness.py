@@ -46,7 +46,15 @@ def bcosified(mean=0.1307, std=0.3081):
 def unit_for(model, method, n=6):
     images = torch.rand(n, 1, *model.input_size, generator=GEN)
     labels = torch.randint(0, model.num_classes, (n,), generator=GEN)
-    return Unit(model, method, images, labels, torch.arange(n), 4, torch.device("cpu"))
+    return Unit(
+        model=model,
+        method=method,
+        images=images,
+        labels=labels,
+        sample_ids=torch.arange(n),
+        batch_size=4,
+        device=torch.device("cpu"),
+    )
 
 
 def test_bcosified_raw_input_misses_the_layer0_offset_and_the_normalised_variant_is_complete():

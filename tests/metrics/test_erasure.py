@@ -186,7 +186,15 @@ def test_predicted_target_reuses_the_label_maps_and_explains_only_the_other_samp
     labels[[1, 4, 7]] = (labels[[1, 4, 7]] + 1) % 4  # three samples the model gets "wrong"
     method = get_method("input_x_gradient")
     seen = []
-    unit = Unit(model, method, images, labels, torch.arange(10), 4, torch.device("cpu"))
+    unit = Unit(
+        model=model,
+        method=method,
+        images=images,
+        labels=labels,
+        sample_ids=torch.arange(10),
+        batch_size=4,
+        device=torch.device("cpu"),
+    )
     unit.explain = lambda x, t: (seen.append(len(x)), method.attribute(model, x, t))[1]
     maps = unit.sample_maps("predicted")
     assert seen == [4, 4, 2, 3]  # the label maps in batches of 4, then only the 3 mispredicted samples

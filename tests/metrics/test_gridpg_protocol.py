@@ -18,13 +18,13 @@ def unit_with_grids(method_name: str, cfg: GridPGConfig) -> Unit:
         "cnn", "standard", small_cnn(classes=4), normalized((0.5,), (0.5,)), 4, (28, 28), conv_layer="0"
     )
     unit = Unit(
-        model,
-        get_method(method_name),
-        torch.rand(8, 1, 28, 28),
-        torch.arange(8) % 4,
-        torch.arange(4),
-        4,
-        torch.device("cpu"),
+        model=model,
+        method=get_method(method_name),
+        images=torch.rand(8, 1, 28, 28),
+        labels=torch.arange(8) % 4,
+        sample_ids=torch.arange(4),
+        batch_size=4,
+        device=torch.device("cpu"),
     )
     grids = torch.rand(1, 1, 56, 56)
     info = {

@@ -70,7 +70,13 @@ def test_cascade_depths_end_with_every_layer():
 def _unit(model_name: str, method: str, n: int = 4) -> Unit:
     images = torch.rand(n, 1, 28, 28, generator=torch.Generator().manual_seed(0))
     return Unit(
-        MODELS[model_name], get_method(method), images, torch.arange(n), torch.arange(n), 8, torch.device("cpu")
+        model=MODELS[model_name],
+        method=get_method(method),
+        images=images,
+        labels=torch.arange(n),
+        sample_ids=torch.arange(n),
+        batch_size=8,
+        device=torch.device("cpu"),
     )
 
 
@@ -101,18 +107,24 @@ def test_text_models_are_checked_over_their_tokens():
     model = small_text_model()
     rows = random_rows(4)
     unit = Unit(
-        model,
-        get_method("input_x_gradient"),
-        rows,
-        torch.zeros(4, dtype=torch.long),
-        torch.arange(4),
-        8,
-        torch.device("cpu"),
+        model=model,
+        method=get_method("input_x_gradient"),
+        images=rows,
+        labels=torch.zeros(4, dtype=torch.long),
+        sample_ids=torch.arange(4),
+        batch_size=8,
+        device=torch.device("cpu"),
     )
     res = evaluate_spearman(unit, RandomisationConfig(n_samples=4, n_depths=2))
     assert res.curve.shape == (4, 2) and torch.isfinite(res.values).all() and (res.values < 1).all()
     edges = Unit(
-        model, get_method("edges"), rows, torch.zeros(4, dtype=torch.long), torch.arange(4), 8, torch.device("cpu")
+        model=model,
+        method=get_method("edges"),
+        images=rows,
+        labels=torch.zeros(4, dtype=torch.long),
+        sample_ids=torch.arange(4),
+        batch_size=8,
+        device=torch.device("cpu"),
     )
     assert torch.allclose(
         evaluate_spearman(edges, RandomisationConfig(n_samples=4, n_depths=2)).values,

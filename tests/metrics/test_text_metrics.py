@@ -17,7 +17,15 @@ from tests.text_helpers import CLASS0, CLASS1, bag_of_words, sentence
 
 def unit_of(model, method: str, rows: list[list[int]], labels: list[int]) -> Unit:
     ids = torch.tensor(rows)
-    return Unit(model, get_method(method), ids, torch.tensor(labels), torch.arange(len(rows)), 8, torch.device("cpu"))
+    return Unit(
+        model=model,
+        method=get_method(method),
+        images=ids,
+        labels=torch.tensor(labels),
+        sample_ids=torch.arange(len(rows)),
+        batch_size=8,
+        device=torch.device("cpu"),
+    )
 
 
 def evaluate(metric: str, unit: Unit, cfg=None):
