@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -16,6 +16,11 @@ from faithbench.bench.cost import Cost, measuring
 from faithbench.bench.suite import Suite
 from faithbench.metrics.registry import METRICS
 from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
+
+if TYPE_CHECKING:
+    from faithbench.attributions import AttributionMethod
+    from faithbench.bench.data import EvalData
+    from faithbench.models import ModelAdapter
 
 
 def to_record(
@@ -37,6 +42,30 @@ def to_record(
         "curve": None if curve is None else curve.double().cpu().tolist(),
         "fractions": None if fractions is None else fractions.double().cpu().tolist(),
     }
+
+
+def suite_unit(
+    suite: Suite,
+    model: ModelAdapter,
+    method: AttributionMethod,
+    data: EvalData,
+    sample_ids: torch.Tensor,
+    device: torch.device,
+    **state: Any,
+) -> Unit:
+    """A (model, method) unit on ``suite``'s data with its batch sizes; ``state``: the caller's own fields (the
+    shard, the model's cache, the map store, the shared items)."""
+    return Unit(
+        model=model,
+        method=method,
+        images=data.images,
+        labels=data.labels,
+        sample_ids=sample_ids,
+        batch_size=suite.batch_size,
+        device=device,
+        max_batch=suite.max_batch,
+        **state,
+    )
 
 
 def _sync(device: torch.device) -> None:

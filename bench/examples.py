@@ -22,11 +22,11 @@ def compute_examples(run_dir: Path, results: pd.DataFrame) -> dict[tuple[str, st
     """(model, method) -> {"image", "map", "label", "caption"} for every pair in ``results``."""
     from faithbench.attributions import get_method
     from faithbench.bench.data import load_data
-    from faithbench.bench.results import contestants, with_job_columns
+    from faithbench.bench.evaluate import suite_unit
+    from faithbench.bench.results import contestants
     from faithbench.bench.runner import resolve_device
     from faithbench.bench.suite import build_suite
     from faithbench.metrics.registry import METRICS
-    from faithbench.metrics.spec import Unit
     from faithbench.models import load_model
 
     try:
@@ -40,9 +40,7 @@ def compute_examples(run_dir: Path, results: pd.DataFrame) -> dict[tuple[str, st
         return {}
     spec, cfg = METRICS.get(metric), suite.config(metric)
     # the controls ignore the model (the panel shows what the methods see); reruns repeat a method
-    pairs = (
-        contestants(with_job_columns(results))[["model", "method"]].drop_duplicates().itertuples(index=False, name=None)
-    )
+    pairs = contestants(results)[["model", "method"]].drop_duplicates().itertuples(index=False, name=None)
     keys = {(u["model"], u["method"]): u["key"] for u in record.get("units", [])}  # exactly this run's units
     device = resolve_device("auto")
     data = load_data(suite)
@@ -66,17 +64,7 @@ def compute_examples(run_dir: Path, results: pd.DataFrame) -> dict[tuple[str, st
         if model is None:
             continue
         method = get_method(method_name, **suite.method_params.get(method_name, {}))
-        ids = torch.arange(0)
-        unit = Unit(
-            model=model,
-            method=method,
-            images=data.images,
-            labels=data.labels,
-            sample_ids=ids,
-            batch_size=suite.batch_size,
-            device=device,
-            max_batch=suite.max_batch,
-        )
+        unit = suite_unit(suite, model, method, data, torch.arange(0), device)
         shown = spec.example(unit, cfg)
         example = {
             "key": key,

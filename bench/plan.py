@@ -14,7 +14,7 @@ from typing import Any
 
 from faithbench.attributions import CONTROLS, METHODS
 from faithbench.bench.provenance import code_identity, is_own_file
-from faithbench.bench.results import RunStore
+from faithbench.bench.results import JOB_COLUMNS, RunStore
 from faithbench.bench.suite import Suite
 
 
@@ -33,7 +33,7 @@ class Job:
     @property
     def columns(self) -> dict[str, Any]:
         """What the result rows record of the job besides its name."""
-        return {"rerun_of": self.rerun_of, "rerun_seed": self.rerun_seed, "is_control": self.is_control}
+        return {c: getattr(self, c) for c in JOB_COLUMNS}
 
 
 def jobs(suite: Suite) -> list[Job]:

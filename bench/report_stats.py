@@ -72,12 +72,13 @@ def _read_samples(run_dir: Path) -> pd.DataFrame | None:
 def leaderboard_stats(
     run_dir: Path, results: pd.DataFrame, alpha: float = 0.05, n_boot: int = 1000, seed: int = 0
 ) -> LeaderboardStats:
-    """Paired tests, rank stability, metric agreement and split-half reliability of a run."""
+    """Paired tests, rank stability, metric agreement and split-half reliability of a run (``results`` as
+    :func:`~faithbench.bench.report.read_results` gives it: with its job columns)."""
     samples = _read_samples(run_dir)
     reruns = rerun_agreement(samples) if samples is not None else pd.DataFrame()
     if samples is not None:  # a rerun with another seed is not a method of the leaderboard
         samples = first_runs(samples)
-    results = first_runs(with_job_columns(results))
+    results = first_runs(results)
     # The controls are the yardstick (skill), not contestants: the marks, ranks, agreement and reliability are
     # about the methods (an oracle would win every pointing game).
     methods = contestants(results)

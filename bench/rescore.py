@@ -23,18 +23,17 @@ from tqdm.auto import tqdm
 
 from faithbench.attributions import get_method
 from faithbench.bench.data import load_data
-from faithbench.bench.evaluate import evaluate_unit
+from faithbench.bench.evaluate import evaluate_unit, suite_unit
 from faithbench.bench.folder_lock import FolderLock
 from faithbench.bench.pairing import load_shared
 from faithbench.bench.provenance import provenance
 from faithbench.bench.report import read_results
-from faithbench.bench.results import RunStore, contestants, with_job_columns
+from faithbench.bench.results import RunStore, contestants
 from faithbench.bench.runner import resolve_device, sample_ids
 from faithbench.bench.suite import build_suite, with_overrides
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
 from faithbench.metrics.mapstore import MapStore, MissingMapsError
-from faithbench.metrics.spec import Unit
 from faithbench.models import load_model
 
 
@@ -63,9 +62,7 @@ def ranking_flips(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
     """Per (model, metric): the best method before and after and the method pairs whose order reversed (the
     controls are the yardstick, not contestants: left out; so are the reruns of seeded methods)."""
     rows = []
-    merged = contestants(with_job_columns(before)).merge(
-        after, on=["model", "metric", "method"], suffixes=("_before", "_after")
-    )
+    merged = contestants(before).merge(after, on=["model", "metric", "method"], suffixes=("_before", "_after"))
     for (model, metric), part in merged.groupby(["model", "metric"], sort=False):
         sign = 1.0 if bool(part["higher_is_better_before"].iloc[0]) else -1.0
         a = dict(zip(part["method"], sign * part["mean_before"], strict=True))
@@ -129,20 +126,8 @@ def _rescore(
         if unit["model"] not in models:  # one model in memory at a time, its grids shared by its methods
             models = {unit["model"]: (load_model(unit["model"], device=dev), {})}
         model, model_cache = models[unit["model"]]
-        job = Unit(
-            model=model,
-            method=method,
-            images=data.images,
-            labels=data.labels,
-            sample_ids=ids,
-            batch_size=suite.batch_size,
-            device=dev,
-            model_cache=model_cache,
-            max_batch=suite.max_batch,
-            maps=maps,
-            replay=True,
-            shared=shared,
-        )
+        job = suite_unit(suite, model, method, data, ids, dev, model_cache=model_cache, maps=maps, replay=True,
+                         shared=shared)  # fmt: skip
         metrics = {m: rec for m, rec in unit["metrics"].items() if m not in per_metric}
         for metric in per_metric:
             try:

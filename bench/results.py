@@ -33,14 +33,14 @@ from faithbench.bench.intervals import summarise
 from faithbench.errors import UserError
 from faithbench.io import atomic_torch_save, atomic_write_text
 
+# What a row records of its job besides the method's name (:class:`~faithbench.bench.plan.Job`).
+JOB_COLUMNS = ("rerun_of", "rerun_seed", "is_control")
 RESULT_COLUMNS = [
     "suite",
     "model",
     "family",
     "method",
-    "rerun_of",
-    "rerun_seed",
-    "is_control",
+    *JOB_COLUMNS,
     "metric",
     "aggregate",
     "mean",
@@ -64,7 +64,7 @@ RESULT_COLUMNS = [
 def job_columns(unit: dict) -> dict:
     """A unit's ``rerun_of``, ``rerun_seed`` and ``is_control`` (:class:`~faithbench.bench.plan.Job`)."""
     if "is_control" in unit:
-        return {"rerun_of": unit["rerun_of"], "rerun_seed": unit["rerun_seed"], "is_control": unit["is_control"]}
+        return {c: unit[c] for c in JOB_COLUMNS}
     return _legacy_job_columns(unit["method"])
 
 

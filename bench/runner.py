@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from faithbench.attributions import UnsupportedMethodError, get_method
 from faithbench.bench.data import load_data
 from faithbench.bench.distributed import Shard
-from faithbench.bench.evaluate import evaluate_unit, merge_shards
+from faithbench.bench.evaluate import evaluate_unit, merge_shards, suite_unit
 from faithbench.bench.folder_lock import FolderLock
 from faithbench.bench.identity import fingerprint, identical_pairs, warning_line
 from faithbench.bench.identity import write as write_identical
@@ -39,7 +39,6 @@ from faithbench.bench.suite import Suite
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
 from faithbench.metrics.mapstore import MapStore
-from faithbench.metrics.spec import Unit
 from faithbench.models import load_model
 from faithbench.models.adapter import ModelAdapter
 
@@ -215,21 +214,9 @@ def _run(suite: Suite, out: Path, dev: torch.device, shard: Shard, progress: boo
                     bar.update()
                     continue
                 writer.start()  # before the first new file of this run (its maps)
-                unit = Unit(
-                    model=model,
-                    method=method,
-                    images=data.images,
-                    labels=data.labels,
-                    sample_ids=ids,
-                    batch_size=suite.batch_size,
-                    device=dev,
-                    rank=shard.rank,
-                    world=shard.world,
-                    model_cache=model_cache,
-                    max_batch=suite.max_batch,
-                    maps=MapStore() if suite.store_maps else None,
-                    shared=shared,
-                )
+                maps = MapStore() if suite.store_maps else None
+                unit = suite_unit(suite, model, method, data, ids, dev, rank=shard.rank, world=shard.world,
+                                  model_cache=model_cache, maps=maps, shared=shared)  # fmt: skip
                 parts = shard.gather(evaluate_unit(unit, suite))
                 if unit.maps is not None and len(unit.maps):  # each rank its shard's maps, before the unit is done
                     writer.store.save_maps(model_name, method_name, key, unit.maps.state(), shard.rank)

@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 # source (PYTHONPATH=checkout, no install) resolve faithbench.metrics to the same files an editable install does.
 _CHECKOUT = Path(__file__).resolve().parent.parent
 if (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "metrics" / "__init__.py").is_file():
-    __path__.append(str(_CHECKOUT))  # noqa: F821 (a package's __path__)
+    __path__.append(str(_CHECKOUT))
 
 # name -> (module, attribute): the documented Python API, loaded on first access (PEP 562).
 _API = {

@@ -5,6 +5,23 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from faithbench.models.architectures import digit_vit
+from faithbench.models.bcosify import bcosify
+from faithbench.models.data import MNIST_MEAN, MNIST_STD
+
+
+def bcosified_digit_vit(depth: int = 2, dim: int = 32, seed: int = 0) -> nn.Module:
+    """An untrained digit ViT (every token classified, then the mean) B-cosified with 10 classes, seeded."""
+    torch.manual_seed(seed)
+    return bcosify(
+        digit_vit(depth=depth, dim=dim),
+        image_channels=1,
+        mean=MNIST_MEAN,
+        std=MNIST_STD,
+        first_layer="to_patch_embedding.linear",
+        num_classes=10,
+    )
+
 
 class AdditiveImageModel(nn.Module):
     """Class 0 scores sum_{c,h,w} v[h,w] x[c,h,w]; class 1 scores 0.

@@ -7,26 +7,28 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LOWER = ("faithbench", "models", "attributions", "metrics")
-
-
 OLD_ROOTS = {"bench", "metrics", "models", "attributions"}
+
+
+def _imported_modules(path: Path) -> list[str]:
+    """Every absolute module name ``path`` imports (``import a.b`` and ``from a.b import c``: ``a.b``)."""
+    modules = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            modules += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules.append(node.module)
+    return modules
 
 
 def _imports(path: Path) -> set[str]:
     """The modules ``path`` imports: a faithbench module by its layer (``faithbench.metrics.grids`` ->
     ``metrics``; the foundation's own modules -> ``faithbench``), any other by its top-level name."""
     names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            modules = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            modules = [node.module]
-        else:
-            continue
-        for module in modules:
-            parts = module.split(".")
-            layered = parts[0] == "faithbench" and len(parts) > 1 and parts[1] in OLD_ROOTS
-            names.add(parts[1] if layered else parts[0])
+    for module in _imported_modules(path):
+        parts = module.split(".")
+        layered = parts[0] == "faithbench" and len(parts) > 1 and parts[1] in OLD_ROOTS
+        names.add(parts[1] if layered else parts[0])
     return names
 
 
@@ -39,11 +41,8 @@ def test_every_project_import_goes_through_the_faithbench_root():
     """`import metrics` would find a user's package of that name: the product imports faithbench.metrics."""
     offenders = {}
     for p in _sources(*LOWER, "bench", "tests"):
-        for node in ast.walk(ast.parse(p.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
-            names += [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else []
-            if bad := [n for n in names if n.split(".")[0] in OLD_ROOTS]:
-                offenders[str(p.relative_to(ROOT))] = bad
+        if bad := [n for n in _imported_modules(p) if n.split(".")[0] in OLD_ROOTS]:
+            offenders[str(p.relative_to(ROOT))] = bad
     assert not offenders
 
 

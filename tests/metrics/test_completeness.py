@@ -18,11 +18,10 @@ from faithbench.metrics.completeness import (
 )
 from faithbench.metrics.spec import Unit
 from faithbench.models.adapter import ModelAdapter
-from faithbench.models.architectures import ConvDigitNet, bcos_digit_vit, digit_vit
+from faithbench.models.architectures import ConvDigitNet, bcos_digit_vit
 from faithbench.models.bcosify import bcosify
-from faithbench.models.data import MNIST_MEAN, MNIST_STD
 from faithbench.models.encoding import bcos_inverse, normalized
-from tests.helpers import small_cnn
+from tests.helpers import bcosified_digit_vit, small_cnn
 
 GEN = torch.Generator().manual_seed(0)
 
@@ -111,15 +110,7 @@ def bcos_vit(seed=0):
 
 
 def bcosified_vit():
-    torch.manual_seed(0)
-    module = bcosify(
-        digit_vit(depth=2, dim=32),
-        image_channels=1,
-        mean=MNIST_MEAN,
-        std=MNIST_STD,
-        first_layer="to_patch_embedding.linear",
-        num_classes=10,
-    )
+    module = bcosified_digit_vit(depth=2, dim=32)
     return ModelAdapter(
         "bvit", "bcosified", module, bcos_inverse(1), 10, (28, 28), is_vit=True, logit_bias=-math.log(9)
     )

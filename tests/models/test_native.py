@@ -13,6 +13,7 @@ from faithbench.models.architectures import ConvDigitNet, bcos_digit_cnn, ccexam
 from faithbench.models.bcosify import DetachableGELU, bcosify
 from faithbench.models.data import MNIST_MEAN, MNIST_STD
 from faithbench.models.encoding import bcos_inverse, normalized
+from tests.helpers import bcosified_digit_vit
 
 GEN = torch.Generator().manual_seed(0)
 
@@ -98,15 +99,7 @@ class _LeafPositionalEmbedding(nn.Module):
 
 
 def test_bcosified_vit_is_complete_counting_the_positional_embedding():
-    torch.manual_seed(0)
-    model = bcosify(
-        digit_vit(depth=2, dim=32),
-        image_channels=1,
-        mean=MNIST_MEAN,
-        std=MNIST_STD,
-        first_layer="to_patch_embedding.linear",
-        num_classes=10,
-    )
+    model = bcosified_digit_vit(depth=2, dim=32)
     model.eval()
     pe = _LeafPositionalEmbedding(model[1].vit.positional_embedding)  # every token classified, then the mean
     model[1].vit.positional_embedding = pe
