@@ -38,8 +38,8 @@ _API = {
     "METRICS": ("faithbench.metrics", "METRICS"),
     "register_metric": ("faithbench.metrics", "register_metric"),
     "MetricSpec": ("faithbench.metrics", "MetricSpec"),
-    "load_suite": ("faithbench.bench.suite", "load_suite"),
-    "run_suite": ("faithbench.bench.runner", "run"),
+    "load_suite": ("faithbench.bench.run.suite", "load_suite"),
+    "run_suite": ("faithbench.bench.run.runner", "run"),
     "UserError": ("faithbench.errors", "UserError"),
     "Registry": ("faithbench.registry", "Registry"),
 }

@@ -10,8 +10,9 @@ import math
 from dataclasses import dataclass, replace
 
 from faithbench.metrics._checks import check_choice
-from faithbench.metrics.grids import TILINGS
 from faithbench.registry import Registry
+
+TILINGS = ("column-major", "row-major")  # the order a grid's cells are numbered in
 
 ZERO_MASS_RULES = ("zero", "drop-grid", "nan")
 SELECTIONS = ("confidence", "random-partners")

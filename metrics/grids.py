@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -19,11 +18,8 @@ from torch import Tensor
 from faithbench.activations import to_probabilities
 from faithbench.metrics._checks import check_choice, check_finite, check_tensor
 from faithbench.metrics._selection import draw_distinct_classes
+from faithbench.metrics.gridpg_presets import TILINGS, GridPGPreset
 
-if TYPE_CHECKING:
-    from faithbench.metrics.gridpg_presets import GridPGPreset
-
-TILINGS = ("column-major", "row-major")
 PAIRINGS = ("per-model", "shared")  # whose images fill a model's grids: its own, or those all models share
 
 

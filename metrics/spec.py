@@ -88,7 +88,7 @@ class MetricSpec:
         pairing: hook ``pairing(config, suite_models) -> model names`` that decide the metric's items for every
             model of the suite (empty: each model chooses its own); ``eligibility(model, images, labels,
             config, device, batch) -> (eligible (M,) bool, score (M,))`` is one model's part of that choice.
-            The runner combines them (:mod:`faithbench.bench.pairing`) into :attr:`Unit.shared`.
+            The runner combines them (:mod:`faithbench.bench.run.pairing`) into :attr:`Unit.shared`.
     """
 
     name: str

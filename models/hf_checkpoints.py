@@ -23,8 +23,9 @@ import torch
 from torch import nn
 
 from faithbench.errors import UserError
+from faithbench.models.hf_text import require
 from faithbench.models.hub import hf_hub_cache
-from faithbench.models.text_models import WORDPIECE, TextTransformer, bert_key, checkpoint_key
+from faithbench.models.text_models import WORDPIECE, TextTransformer, bert_key, checkpoint_key, minilm_folder
 
 
 @dataclass(frozen=True)
@@ -150,8 +151,6 @@ def from_hf_model(hf_model: nn.Module, num_classes: int, seed: int = 0) -> TextT
 
 def pretrained_transformer(repo: str, num_classes: int, seed: int = 0) -> TextTransformer:
     """Checkpoint ``repo`` (a key of :data:`CHECKPOINTS`) from the local Hugging Face cache: :func:`from_hf_model`."""
-    from faithbench.models.hf_text import require
-
     if repo not in CHECKPOINTS:
         raise UserError(f"unknown checkpoint {repo!r}; valid: {', '.join(CHECKPOINTS)}")
     require(repo, "model", "checkpoint")
@@ -159,8 +158,6 @@ def pretrained_transformer(repo: str, num_classes: int, seed: int = 0) -> TextTr
 
     hf_model = AutoModel.from_pretrained(repo, cache_dir=hf_hub_cache(), local_files_only=True)
     if CHECKPOINTS[repo].tokenizer == WORDPIECE:  # its data are MiniLM's ids: the vocabularies must be one
-        from faithbench.models.text_models import load_tokenizer
-
         if load_tokenizer(WORDPIECE).get_vocab() != load_tokenizer_file(tokenizer_file(repo)).get_vocab():
             raise UserError(f"checkpoint {repo!r} has a vocabulary other than MiniLM's WordPiece ({WORDPIECE})")
     expected = CHECKPOINTS[repo].geometry
@@ -180,9 +177,24 @@ def tokenizer_file(name: str) -> Path:
     """``tokenizer.json`` of checkpoint ``name``, from the local Hugging Face cache."""
     from huggingface_hub import hf_hub_download
 
-    from faithbench.models.hf_text import require
-
     if name not in CHECKPOINTS:
         raise UserError(f"unknown tokenizer {name!r}; valid: {WORDPIECE}, {', '.join(CHECKPOINTS)}")
     require(name, "model", "tokenizer of")
     return Path(hf_hub_download(name, "tokenizer.json", local_files_only=True, cache_dir=hf_hub_cache()))
+
+
+def load_tokenizer(name: str = WORDPIECE, max_length: int = 512):
+    """Tokenizer ``name`` (``tokenizers``): :data:`WORDPIECE` (MiniLM's) or a checkpoint's of
+    :data:`CHECKPOINTS`; without padding (sequences keep their own lengths) and
+    truncated to
+    ``max_length`` tokens ([CLS] and [SEP] included): the position embeddings end at 512."""
+    from tokenizers import Tokenizer
+
+    if name == WORDPIECE:
+        path = minilm_folder() / "tokenizer.json"
+    else:
+        path = tokenizer_file(name)
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_length)
+    return tokenizer

@@ -29,25 +29,6 @@ def minilm_folder() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
-def load_tokenizer(name: str = WORDPIECE, max_length: int = 512):
-    """Tokenizer ``name`` (``tokenizers``): :data:`WORDPIECE` (MiniLM's) or a checkpoint's of
-    :data:`faithbench.models.hf_checkpoints.CHECKPOINTS`; without padding (sequences keep their own lengths) and
-    truncated to
-    ``max_length`` tokens ([CLS] and [SEP] included): the position embeddings end at 512."""
-    from tokenizers import Tokenizer
-
-    if name == WORDPIECE:
-        path = minilm_folder() / "tokenizer.json"
-    else:
-        from faithbench.models.hf_checkpoints import tokenizer_file
-
-        path = tokenizer_file(name)
-    tokenizer = Tokenizer.from_file(str(path))
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length=max_length)
-    return tokenizer
-
-
 POOLER_ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 
@@ -234,7 +215,6 @@ __all__ = [
     "TextTransformer",
     "bert_key",
     "checkpoint_key",
-    "load_tokenizer",
     "minilm_classifier",
     "minilm_folder",
 ]

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from faithbench.models.bcos_text import bcos_text_transformer
 from faithbench.models.hf_checkpoints import CHECKPOINTS, pretrained_transformer
-from faithbench.models.hf_text import HF_DATASETS
+from faithbench.models.hf_text import HF_DATASETS, load_hf_split
 from faithbench.models.recipes import Recipe
 from faithbench.models.text_data import BBC_CLASSES, bbc_news, rotten_tomatoes
 from faithbench.models.text_encoding import tokenize, vocabulary
@@ -37,8 +37,6 @@ def _data(dataset: str = DATASET, tokenizer: str = WORDPIECE) -> tuple[Tensor, T
         data = OFFLINE_DATA[dataset]()
         train, test = data.train, data.test
     else:
-        from faithbench.models.hf_text import load_hf_split
-
         (train, _), (test, _) = load_hf_split(dataset, "train"), load_hf_split(dataset)
     train_ids, _ = tokenize(train.texts, tokenizer=tokenizer)
     test_ids, _ = tokenize(test.texts, tokenizer=tokenizer)

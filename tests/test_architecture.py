@@ -63,11 +63,10 @@ def test_the_lower_layers_import_without_bench():
 def test_no_metric_is_named_in_bench():
     from faithbench.metrics.registry import METRICS
 
-    # The perf harness times named metric functions against Quantus (a benchmark of the functions, not of the
+    # The perf room times named metric functions against Quantus (a benchmark of the functions, not of the
     # registry-driven suite), so it is the one part of bench/ that names them.
-    harness = {"perf.py", "perf_quantus.py", "perf_timing.py"}
     for path in (ROOT / "bench").rglob("*.py"):
-        if path.parent == ROOT / "bench" and path.name in harness:
+        if path.parent == ROOT / "bench" / "perf":
             continue
         text = path.read_text().lower()
         named = [m for m in METRICS if m in text]
@@ -86,7 +85,8 @@ def test_modules_stay_short():
 
 def test_rerun_names_are_made_in_one_place_and_never_parsed():
     """A rerun is data (``Job.rerun_of`` / ``rerun_seed``; the result columns): its name ``METHOD@seedN`` is made by
-    the run plan (``bench/plan.py``) and read only for files written before those columns (``bench/results.py``)."""
+    the run plan (``bench/run/plan.py``) and read only for files written before those columns
+    (``bench/run/results.py``)."""
     found = set()
     for p in _sources(*LOWER, "bench"):
         tree = ast.parse(p.read_text())
@@ -100,4 +100,107 @@ def test_rerun_names_are_made_in_one_place_and_never_parsed():
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
                 if "@" in node.value and not node.value.startswith("cuda"):
                     found.add(str(p.relative_to(ROOT)))
-    assert found == {"bench/plan.py", "bench/results.py"}, found
+    assert found == {"bench/run/plan.py", "bench/run/results.py"}, found
+
+
+# bench/'s rooms, lowest first: a room may import the rooms before it, never one after it.
+ROOMS = ("run", "report", "perf", "cli")
+PACKAGES = {"faithbench": ROOT / "faithbench", **{f"faithbench.{p}": ROOT / p for p in OLD_ROOTS}}
+
+
+def _module_name(path: Path) -> str:
+    for package, folder in PACKAGES.items():
+        if path.is_relative_to(folder) and not (
+            package == "faithbench" and path.is_relative_to(folder / "_bench_entry")
+        ):
+            parts = [package, *path.relative_to(folder).with_suffix("").parts]
+            return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    raise AssertionError(path)
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    """The faithbench modules ``path`` imports outside its functions (those under ``TYPE_CHECKING`` included: a
+    cycle only the type checker follows is still one): ``from a.b import c`` is ``a.b.c`` when that is a module,
+    else ``a.b``."""
+    body = ast.parse(path.read_text()).body
+    found = set()
+    for node in body:
+        for stmt in ast.walk(node):
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                continue
+            if isinstance(stmt, ast.Import):
+                found |= {a.name for a in stmt.names if a.name.startswith("faithbench")}
+            elif isinstance(stmt, ast.ImportFrom) and (stmt.module or "").startswith("faithbench"):
+                for a in stmt.names:
+                    child = f"{stmt.module}.{a.name}"
+                    found.add(child if child in _MODULES else stmt.module)
+    return found
+
+
+_MODULES = {  # every module of faithbench by its import name (the ``bench`` entry module only dispatches)
+    _module_name(p): p for p in _sources(*LOWER, "bench") if "_bench_entry" not in p.parts
+}
+
+
+def test_bench_is_four_rooms_and_none_imports_a_room_above_it():
+    """bench/: the run (plan, execute, store), the report (reads result files), perf, the command line."""
+    loose = sorted(p.name for p in (ROOT / "bench").glob("*.py"))
+    assert loose == ["__init__.py", "__main__.py"], loose
+    assert sorted(p.name for p in (ROOT / "bench").iterdir() if p.is_dir() and p.name != "__pycache__") == sorted(
+        [*ROOMS, "suites"]
+    )
+    offenders = []
+    for name, path in _MODULES.items():
+        if not name.startswith("faithbench.bench."):
+            continue
+        room = ROOMS.index(name.split(".")[2])
+        for target in _top_level_imports(path):
+            if target.startswith("faithbench.bench.") and ROOMS.index(target.split(".")[2]) > room:
+                offenders.append(f"{name} imports {target}")
+    assert not offenders, offenders
+
+
+def test_the_report_room_loads_no_model_and_runs_no_method():
+    """The report reads result files only: the example maps are the run's (``bench/run/examples.py``)."""
+    for name, path in _MODULES.items():
+        if name.startswith("faithbench.bench.report"):
+            text = path.read_text()
+            assert "load_model" not in text and "get_method" not in text and ".attribute(" not in text, name
+
+
+def test_no_project_import_inside_a_function():
+    """Every module states what it depends on at its top; the command line's dispatch table
+    (``faithbench.bench.cli.COMMANDS``) is the one lazy place, and it holds module names, not import statements."""
+    offenders = []
+    for name, path in _MODULES.items():
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("faithbench"):
+                        offenders.append(f"{name}.{fn.name}: from {node.module}")
+                    elif isinstance(node, ast.Import) and any(a.name.startswith("faithbench") for a in node.names):
+                        offenders.append(f"{name}.{fn.name}: import")
+    assert not offenders, offenders
+
+
+def test_no_import_cycle():
+    """No module imports, through any chain, a module that imports it back (a package's own ``__init__`` excluded:
+    Python runs it before any of its modules)."""
+    graph = {}
+    for name, path in _MODULES.items():
+        graph[name] = {t for t in _top_level_imports(path) if t in _MODULES and not name.startswith(f"{t}.")}
+    cycles, state = [], {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                cycles.append(" -> ".join([*stack[stack.index(nxt) :], nxt]))
+            elif nxt not in state:
+                visit(nxt, [*stack, nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert not cycles, cycles

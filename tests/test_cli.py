@@ -76,12 +76,12 @@ def test_list_shows_every_registered_model_with_its_family():
 
 
 def test_internal_errors_show_their_traceback_user_errors_one_line(monkeypatch, capsys):
-    import faithbench.bench.cli as cli
+    import faithbench.bench.cli.listing as listing
 
     def bug(args):
         raise RuntimeError("indices should be either on cpu or on the same device")
 
-    monkeypatch.setattr(cli, "_cmd_list", bug)
+    monkeypatch.setattr(listing, "cmd_list", bug)  # the dispatch table looks the command up when it runs
     with pytest.raises(RuntimeError, match="same device"):  # not swallowed into "error: ..."
         main(["list"])
     assert main(["run", "--suite", "nope"]) == 2
@@ -97,9 +97,9 @@ def test_internal_error_traceback_reaches_the_terminal(tmp_path):
     # A bug in a subprocess: exit code 1 and a Python traceback, not "error: ..." with exit 2.
     script = tmp_path / "boom.py"
     script.write_text(
-        "import faithbench.bench.cli as c\n"
+        "import faithbench.bench.cli as c, faithbench.bench.cli.listing as listing\n"
         "def bug(a):\n    raise RuntimeError('deep torch failure')\n"
-        "c._cmd_list = bug\n"
+        "listing.cmd_list = bug\n"
         "raise SystemExit(c.main(['list']))\n"
     )
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
@@ -132,7 +132,7 @@ def test_zoo_command_shows_accuracy_and_the_locality_check(capsys):
 
 
 def test_zoo_table_marks_what_was_not_measured():
-    from faithbench.bench.zoo_report import ZooRow, zoo_table
+    from faithbench.bench.cli.zoo import ZooRow, zoo_table
 
     rows = [ZooRow("m", "bcos", 0.5, None, 1.25), ZooRow("n", "aloe", 0.975, 61.0, 0.5, 0.25, 1.0, 36)]
     table = zoo_table([*rows, ZooRow("o", "bcos", 0.3, 2.0, 0.5, float("nan"), float("nan"), 0)])

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from faithbench.attributions import get_method
-from faithbench.bench.cost import measuring
+from faithbench.bench.run.cost import measuring
 from tests.attributions.test_methods import MODELS
 
 
@@ -30,7 +30,7 @@ def test_lime_rejects_a_non_positive_ridge_alpha():
 def test_explanation_cost_per_input_and_relative_to_native():
     import pandas as pd
 
-    from faithbench.bench.cost import explanation_cost
+    from faithbench.bench.report.cost import explanation_cost
 
     rows = [  # model, method, metric's explanation, time, n, n_dropped
         ("m", "native", "samples", 0.5, 50, 0),

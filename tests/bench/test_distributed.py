@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from faithbench.bench.distributed import plan_distributed
+from faithbench.bench.run.distributed import plan_distributed
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 

@@ -10,9 +10,9 @@ import torch
 
 from faithbench.attributions import METHODS, register_method
 from faithbench.attributions.gradients import Gradient
-from faithbench.bench import identity, runner
-from faithbench.bench.report import report
-from faithbench.bench.suite import build_suite
+from faithbench.bench.report.build import report
+from faithbench.bench.run import identity, runner
+from faithbench.bench.run.suite import build_suite
 from faithbench.models.adapter import ModelAdapter
 from faithbench.models.architectures import bcos_digit_cnn
 from faithbench.models.encoding import bcos_inverse

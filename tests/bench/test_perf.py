@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 import torch
 
-import faithbench.bench.perf as perf
+import faithbench.bench.perf.harness as perf
 from faithbench.bench.cli import main
-from faithbench.bench.perf import PerfCase, PerfSizes, run_perf
-from faithbench.bench.perf_quantus import agreement, flip_steps
+from faithbench.bench.perf.harness import PerfCase, PerfSizes, run_perf
+from faithbench.bench.perf.quantus import agreement, flip_steps
 from faithbench.errors import UserError
 
 REQUIRED = [
@@ -116,7 +116,7 @@ def test_the_limit_makes_the_same_model_calls_as_the_metric(tiny):
 
 def test_a_disagreeing_pair_gets_no_ratio(monkeypatch):
     pytest.importorskip("quantus")
-    monkeypatch.setattr("faithbench.bench.perf_timing.agreement", lambda ours, theirs: (False, 1.0))
+    monkeypatch.setattr("faithbench.bench.perf.timing.agreement", lambda ours, theirs: (False, 1.0))
     case = PerfCase("bcos_cnn_mnist", 28, 2, 4, ())
     table = run_perf("cpu", cases=[case], sizes=TINY).table
     paired = table[table["agrees"].notna()]
@@ -147,7 +147,7 @@ def test_the_command_line_without_quantus(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(perf, "QUICK_CASES", (PerfCase("bcos_cnn_mnist", 28, 2, 4, ("gradient",)),))
     monkeypatch.setattr(perf, "QUICK_SIZES", replace(TINY, repeats=2))
     monkeypatch.setattr(
-        "faithbench.bench.perf_quantus.import_quantus", lambda: (None, "quantus is not importable (test)")
+        "faithbench.bench.perf.harness.import_quantus", lambda: (None, "quantus is not importable (test)")
     )
     assert main(["perf", "--quick", "--device", "cpu", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out

@@ -12,12 +12,12 @@ import pandas as pd
 import pytest
 
 from faithbench.attributions import CONTROLS
-from faithbench.bench import runner
 from faithbench.bench.cli import main
-from faithbench.bench.compare import compare, paired_bootstrap
-from faithbench.bench.plan import jobs
-from faithbench.bench.results import RESULT_COLUMNS, summarise
-from faithbench.bench.suite import available_suites, load_suite, with_overrides
+from faithbench.bench.report.compare import compare, paired_bootstrap
+from faithbench.bench.run import runner
+from faithbench.bench.run.plan import jobs
+from faithbench.bench.run.results import RESULT_COLUMNS, summarise
+from faithbench.bench.run.suite import available_suites, load_suite, with_overrides
 
 TINY = """
 name = "tiny"
@@ -466,7 +466,7 @@ def test_python_dash_m_bench_run_prints_leaderboard_and_paths(tiny_suite, tmp_pa
 
 def test_resume_never_mixes_code_or_weights(tiny_suite, tiny_run, tmp_path, monkeypatch):
     """Units computed by other code or with other weights are recomputed, never reused."""
-    from faithbench.bench import plan
+    from faithbench.bench.run import plan
     from faithbench.models import adapter
 
     out = tmp_path / "resume"
@@ -574,7 +574,7 @@ def test_rescore_replays_the_stored_maps_exactly_and_reports_flips(tmp_path, cap
     assert stored == ["cnn_mnist__gradcam.pt", "cnn_mnist__gradient.pt", "cnn_mnist__input_x_gradient.pt"]
     base = pd.read_csv(out / "results.csv").set_index(["method", "metric"])
 
-    from faithbench.bench import rescore as rescore_module
+    from faithbench.bench.run import rescore as rescore_module
 
     calls = []
     original = rescore_module.get_method
@@ -636,7 +636,7 @@ def test_rows_say_which_are_reruns_and_controls_in_columns(tiny_suite, tmp_path)
 
 
 def test_files_written_before_the_job_columns_get_them_from_the_method_names():
-    from faithbench.bench.results import contestants, first_runs, with_job_columns
+    from faithbench.bench.run.results import contestants, first_runs, with_job_columns
 
     old = pd.DataFrame({"model": "m", "method": ["lime", "lime@seed1", "random", "oracle"], "mean": [1.0, 2, 3, 4]})
     frame = with_job_columns(old)

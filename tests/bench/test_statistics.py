@@ -7,8 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from faithbench.bench.results import with_job_columns
-from faithbench.bench.statistics import (
+from faithbench.bench.report.statistics import (
     holm,
     metric_agreement,
     paired_tests,
@@ -18,6 +17,7 @@ from faithbench.bench.statistics import (
     split_half,
     wilcoxon_p,
 )
+from faithbench.bench.run.results import with_job_columns
 
 
 def _frames(scores: dict[str, np.ndarray], metric: str = "m", higher: bool = True, model: str = "net"):
@@ -175,8 +175,8 @@ def test_rerun_agreement_pairs_each_rerun_with_the_first_run_of_its_method():
 
 
 def test_suite_jobs_rerun_every_seeded_method_with_each_seed():
-    from faithbench.bench.plan import jobs as plan_jobs
-    from faithbench.bench.suite import load_suite, with_overrides
+    from faithbench.bench.run.plan import jobs as plan_jobs
+    from faithbench.bench.run.suite import load_suite, with_overrides
 
     suite = with_overrides(load_suite("smoke"), methods=["gradient", "lime"], controls=["random", "uniform"])
     jobs = {job.name: job for job in plan_jobs(suite)}

@@ -5,12 +5,19 @@ import sys
 
 import pytest
 
-from faithbench.bench import runner
 from faithbench.bench.cli import main
-from faithbench.bench.suite import build_suite, load_suite, with_overrides
+from faithbench.bench.run import runner
+from faithbench.bench.run.plan import metric_jobs
+from faithbench.bench.run.suite import build_suite, load_suite, with_overrides
 from faithbench.errors import UserError
 from faithbench.metrics.deletion import DeletionConfig
 from faithbench.metrics.gridpg import GridPGConfig
+
+
+def _config(suite, metric):
+    """The config the run gives ``metric`` (the plan resolves it)."""
+    return next(m.config for m in metric_jobs(suite) if m.name == metric)
+
 
 BASE = 'name = "t"\nmodels = ["cnn_mnist"]\nmethods = ["gradient"]\nmetrics = ["gini"]\n'
 
@@ -105,15 +112,11 @@ def test_every_listed_metric_either_runs_or_says_why_not():
 
 def test_configs_are_typed_with_defaults_once():
     suite = load_suite("smoke")
-    assert isinstance(suite.config("gridpg"), GridPGConfig) and suite.config("gridpg").n_grids == 4
-    assert suite.config("pixel_deletion") is suite.config("pixel_insertion")
-    assert isinstance(suite.config("pixel_deletion"), DeletionConfig)
-    assert (
-        build_suite({"name": "t", "models": ["cnn_mnist"], "methods": ["gradient"], "metrics": ["gridpg"]}).config(
-            "gridpg"
-        )
-        == GridPGConfig()
-    )
+    assert isinstance(_config(suite, "gridpg"), GridPGConfig) and _config(suite, "gridpg").n_grids == 4
+    assert _config(suite, "pixel_deletion") is _config(suite, "pixel_insertion")
+    assert isinstance(_config(suite, "pixel_deletion"), DeletionConfig)
+    bare = build_suite({"name": "t", "models": ["cnn_mnist"], "methods": ["gradient"], "metrics": ["gridpg"]})
+    assert _config(bare, "gridpg") == GridPGConfig()
     again = build_suite(suite.to_dict())
     assert again == suite
 
@@ -178,7 +181,7 @@ def test_models_must_match_the_data_sets_modality_and_classes():
 
 
 def test_text_data_is_tokenized_with_the_models_vocabulary(monkeypatch):
-    from faithbench.bench import data
+    from faithbench.bench.run import data
 
     seen = []
     monkeypatch.setattr(data, "_load", lambda dataset, root, tokenizer=None: seen.append((dataset, tokenizer)))

@@ -1,7 +1,13 @@
 """The suites that use the zoo's test bed name registered models and load (issue 11, items 7-9)."""
 
-from faithbench.bench.suite import load_suite
+from faithbench.bench.run.plan import metric_jobs
+from faithbench.bench.run.suite import load_suite
 from faithbench.models.catalog import TEST_BED
+
+
+def _config(suite, metric):
+    """The config the run gives ``metric`` (the plan resolves it)."""
+    return next(m.config for m in metric_jobs(suite) if m.name == metric)
 
 
 def test_ablation_suite_covers_every_b_and_bias_variant():
@@ -10,7 +16,7 @@ def test_ablation_suite_covers_every_b_and_bias_variant():
     variants = {r.name for r in TEST_BED if "_b" in r.name.removeprefix("bcos") or r.name.endswith("_bias")}
     assert variants <= set(suite.models)
     assert {"bcosified_cnn_gap_mnist", "bcos_cnn_mnist", "cnn_gap_mnist"} <= set(suite.models)
-    assert suite.config("gridpg").preset == "bcos-v2"
+    assert _config(suite, "gridpg").preset == "bcos-v2"
 
 
 def test_vision_suite_compares_the_vits_and_the_gap_cnns():

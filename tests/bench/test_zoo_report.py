@@ -1,6 +1,6 @@
 """The training-cost comparison of B-cosification Tab. 4, read from the builds' per-epoch held-out logs."""
 
-from faithbench.bench.zoo_report import TrainingCost, ZooRow, cost_lines, epochs_to_reach, training_cost, training_costs
+from faithbench.bench.cli.zoo import TrainingCost, ZooRow, cost_lines, epochs_to_reach, training_cost, training_costs
 
 
 def row(name, curve, seconds=None):

@@ -147,7 +147,7 @@ def test_seqpg_sentence_pair_input_separates_the_segments_as_the_seed_code():
 
 
 def test_seqpg_rows_of_two_models_share_sequence_ids_when_one_model_chooses_the_segments():
-    from faithbench.bench.pairing import SharedItems
+    from faithbench.bench.run.pairing import SharedItems
     from faithbench.metrics.seqpg import pairing_models, segment_confidence
 
     rows, labels = segments_data(per_class=4)

@@ -185,8 +185,8 @@ def test_the_embedding_adapter_of_a_roberta_model_pads_with_its_own_id():
 
 
 def test_zoo_text_builds_no_gpu_preset_and_no_checkpoint_recipe(monkeypatch, capsys):
-    from faithbench.bench import zoo_report
     from faithbench.bench.cli import main
+    from faithbench.bench.cli import zoo as zoo_report
 
     built = []
     monkeypatch.setattr(zoo_report, "zoo_rows", lambda names, n_grids: built.extend(names) or [])

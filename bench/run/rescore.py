@@ -22,15 +22,15 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from faithbench.attributions import get_method
-from faithbench.bench.data import load_data
-from faithbench.bench.evaluate import evaluate_unit, suite_unit
-from faithbench.bench.folder_lock import FolderLock
-from faithbench.bench.pairing import load_shared
-from faithbench.bench.provenance import provenance
-from faithbench.bench.report import read_results
-from faithbench.bench.results import RunStore, contestants
-from faithbench.bench.runner import resolve_device, sample_ids
-from faithbench.bench.suite import build_suite, with_overrides
+from faithbench.bench.run.data import load_data
+from faithbench.bench.run.evaluate import evaluate_unit, suite_unit
+from faithbench.bench.run.folder_lock import FolderLock
+from faithbench.bench.run.pairing import load_shared
+from faithbench.bench.run.plan import metric_jobs
+from faithbench.bench.run.provenance import provenance
+from faithbench.bench.run.results import RunStore, contestants, read_results
+from faithbench.bench.run.runner import resolve_device, sample_ids
+from faithbench.bench.run.suite import build_suite, with_overrides
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
 from faithbench.metrics.mapstore import MapStore, MissingMapsError
@@ -111,8 +111,8 @@ def _rescore(
     prov = {**provenance(dev, suite.seed), "rescored_from": str(run_dir), "rescore_settings": json.dumps(settings)}
     # Only metrics whose table the settings touch are scored again (with no settings: all of them, the check
     # that replay reproduces the run); the others keep the run's records.
-    changed = [m for m in suite.metrics if not settings or suite.config_table(m) in settings]
-    per_metric = {m: with_overrides(suite, metrics=[m]) for m in changed}  # so that one can fail alone
+    changed = [m for m in suite.metrics if not settings or suite.metric_tables[m] in settings]
+    per_metric = {m: metric_jobs(with_overrides(suite, metrics=[m])) for m in changed}  # so that one can fail alone
     done, notes, models = [], [], {}
     for unit in tqdm(units, desc="rescore", unit="unit", file=sys.stderr):
         method = get_method(unit.get("method_name", unit["method"]), **unit["method_params"])

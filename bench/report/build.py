@@ -7,27 +7,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from faithbench.bench.report_stats import LeaderboardStats
-from faithbench.bench.results import first_runs, with_job_columns
-from faithbench.errors import UserError
-
-
-def read_results(path: Path) -> pd.DataFrame:
-    """A run's ``results.csv``; every problem with the file is one line that names it."""
-    path = Path(path)
-    if path.is_dir():
-        hint = f"; did you mean {path / 'results.csv'}?" if (path / "results.csv").exists() else ""
-        raise UserError(f"{path} is a folder, not a results file (a run's results.csv){hint}")
-    if not path.exists():
-        raise UserError(f"results file {path} does not exist")
-    try:
-        frame = pd.read_csv(path)
-    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path} is not a readable results CSV ({type(exc).__name__}: {exc})") from None
-    missing = {"model", "method", "metric", "mean"} - set(frame.columns)
-    if missing:
-        raise UserError(f"{path} is not a faithbench results file (missing columns {', '.join(sorted(missing))})")
-    return with_job_columns(frame)
+from faithbench.bench.report.cost import cost_plot, cost_section
+from faithbench.bench.report.panel import example_panel
+from faithbench.bench.report.stats import (
+    SKILL_NOTE,
+    LeaderboardStats,
+    agreement_heatmap,
+    leaderboard_stats,
+    rank_interval_plot,
+    reliability_text,
+    skill_table,
+    write_statistics,
+)
+from faithbench.bench.run import identity
+from faithbench.bench.run.results import first_runs, read_results, with_job_columns
+from faithbench.metrics.registry import METRICS
 
 
 def _cell(mean: float, low: float, high: float) -> str:
@@ -43,7 +37,6 @@ def leaderboard(results: pd.DataFrame, stats: LeaderboardStats | None = None) ->
     Column names carry the direction (↑ higher is better, ↓ lower is better) and unit; with ``stats``,
     the best and tied-best cells of each model and metric carry their marks and P(rank 1).
     """
-    from faithbench.metrics.registry import METRICS
 
     results = first_runs(results)  # reruns: statistics only
     metrics = [m for m in METRICS if m in set(results["metric"])]
@@ -133,10 +126,6 @@ def write_plots(run_dir: Path, results: pd.DataFrame, out: Path, stats: Leaderbo
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    from faithbench.bench.cost import cost_plot
-    from faithbench.bench.examples import example_panel
-    from faithbench.metrics.registry import METRICS
-
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     specs = [METRICS.get(m) for m in METRICS if m in set(results["metric"])]
@@ -183,8 +172,6 @@ def write_plots(run_dir: Path, results: pd.DataFrame, out: Path, stats: Leaderbo
     if panel is not None:
         written.append(panel)
     if stats is not None:
-        from faithbench.bench.report_stats import agreement_heatmap, rank_interval_plot
-
         written += [p for p in (agreement_heatmap(stats, out, plt, sns), rank_interval_plot(stats, out, plt, sns)) if p]
     return written
 
@@ -200,7 +187,6 @@ def _read_optional(path: Path) -> pd.DataFrame | None:
 
 def identity_section(run_dir: Path, markdown: bool) -> str:
     """The run's method pairs with identical maps, labelled, and the known identities ("" before the check)."""
-    from faithbench.bench import identity
 
     record = identity.read(run_dir)
     if record is None:
@@ -229,7 +215,6 @@ def identity_section(run_dir: Path, markdown: bool) -> str:
 
 def statistics_section(stats: LeaderboardStats, markdown: bool) -> str:
     """Split-half reliability per model and metric, and how well the metrics agree on the method order."""
-    from faithbench.bench.report_stats import SKILL_NOTE, reliability_text, skill_table
 
     blocks = []
     skill = skill_table(stats)
@@ -274,11 +259,9 @@ def report(
 ) -> tuple[str, dict[str, Path], list[Path]]:
     """Tables, statistics and plots for a run; returns the terminal table and the files written.
 
-    The leaderboards mark the best and tied-best methods (:mod:`faithbench.bench.statistics`, test level ``alpha``,
-    ``n_boot`` bootstrap resamples for P(rank 1)); the Markdown and text ones end with the metrics'
-    reliability and agreement and the identical-maps check (:mod:`faithbench.bench.identity`)."""
-    from faithbench.bench.cost import cost_section
-    from faithbench.bench.report_stats import leaderboard_stats, write_statistics
+    The leaderboards mark the best and tied-best methods (:mod:`faithbench.bench.report.statistics`, test level
+    ``alpha``, ``n_boot`` bootstrap resamples for P(rank 1)); the Markdown and text ones end with the metrics'
+    reliability and agreement and the identical-maps check (:mod:`faithbench.bench.run.identity`)."""
 
     results = read_results(results_csv)
     run_dir = Path(results_csv).parent

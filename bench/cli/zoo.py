@@ -14,8 +14,15 @@ counterpart's accuracy in a fraction of the epochs) is read from the builds' per
 
 from __future__ import annotations
 
+import argparse
+import sys
 import time
 from dataclasses import dataclass
+
+from faithbench.models import load_model
+from faithbench.models import zoo as model_zoo
+from faithbench.models.data import mnist_splits
+from faithbench.models.locality import locality
 
 
 @dataclass(frozen=True)
@@ -33,9 +40,6 @@ class ZooRow:
 
 def zoo_rows(names: list[str], *, n_grids: int = 50, seed: int = 0) -> list[ZooRow]:
     """Build or load every zoo model in ``names``; run the locality check on ``n_grids`` grids (0 = skip)."""
-    from faithbench.models import load_model
-    from faithbench.models.data import mnist_splits
-    from faithbench.models.locality import locality
 
     test = None
     rows = []
@@ -164,3 +168,20 @@ def cost_lines(costs: list[TrainingCost]) -> str:
             line += f", {c.scratch_seconds / c.seconds_to_target:.1f}x less time"
         lines.append(line + " (the standard model's own training not counted, as in the paper)")
     return "\n".join(lines)
+
+
+def cmd_zoo(args: argparse.Namespace) -> int:
+    # Default: the digit zoo (minutes); --text: the CPU-sized text zoo (about 25 min on 2 cores); or the named
+    # models (GPU presets and Hugging Face checkpoints are built only when named).
+    modality = "text" if args.text else "image"
+    default = [n for n, r in model_zoo.RECIPES.items() if r.modality == modality and not r.on_request]
+    names = model_zoo.RECIPES.check(args.models or default, "zoo models")
+    rows = zoo_rows(list(names), n_grids=args.locality_grids)
+    sys.stdout.write(zoo_table(rows) + "\n")
+    if args.locality_grids:
+        sys.stdout.write(LEGEND + "\n")
+    costs = training_costs(rows)
+    if costs:
+        sys.stdout.write(cost_lines(costs) + "\n")
+    sys.stdout.write(f"checkpoints: {model_zoo.cache_dir()}\n")
+    return 0

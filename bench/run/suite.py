@@ -18,8 +18,12 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from faithbench.attributions import CONTROLS, METHODS, get_method
+from faithbench.bench.run.data import DATASETS, text_tokenizer
 from faithbench.config import from_table, to_dict
 from faithbench.errors import ParameterError, UserError
+from faithbench.metrics.registry import METRICS
+from faithbench.models import MODELS
 from faithbench.registry import Registry
 
 SCALARS = {  # key: (type, smallest value or None)
@@ -42,10 +46,12 @@ for _path in sorted(Path(str(files("faithbench.bench").joinpath("suites"))).glob
 
 @dataclass(frozen=True)
 class Suite:
-    """One validated benchmark configuration; every field is recorded with the results.
+    """One validated benchmark configuration, a plain record: every name in it was checked against the
+    registries when it was built, and its fields are recorded with the results.
 
     ``configs`` maps a table name to its metric config (those of the selected metrics, defaults
-    filled in, and any other table the file gives).
+    filled in, and any other table the file gives); ``metric_tables`` names each selected metric's table
+    (None: the metric has no settings). What the run does with it is :func:`faithbench.bench.run.plan.plan`.
     """
 
     name: str
@@ -65,24 +71,13 @@ class Suite:
     plugins: tuple[str, ...] = ()
     controls: tuple[str, ...] = ()  # control explainers run beside the methods (``controls = true``: all of them)
     rerun_seeds: tuple[int, ...] = ()  # seeded methods run again with each of these seeds (rerun agreement)
+    modality: str = "image"  # the data set's (resolved)
+    metric_tables: Mapping[str, str | None] = field(default_factory=dict)  # metric -> its settings table (resolved)
 
     @property
     def all_methods(self) -> tuple[str, ...]:
         """The methods and then the controls, each once."""
         return tuple(dict.fromkeys([*self.methods, *self.controls]))
-
-    @property
-    def modality(self) -> str:
-        from faithbench.bench.data import DATASETS
-
-        return DATASETS.get(self.dataset).modality
-
-    def config(self, metric: str) -> Any:
-        """The typed config of ``metric`` in this suite."""
-        from faithbench.metrics.registry import METRICS
-
-        spec = METRICS.get(metric)
-        return self.configs[spec.table] if spec.table else spec.config()
 
     def to_dict(self) -> dict[str, Any]:
         """The suite as TOML-shaped data (tables as top-level keys); ``build_suite`` reads it back."""
@@ -94,7 +89,7 @@ class Suite:
 
     def evaluation_settings(self) -> dict[str, Any]:
         """What the scores of a unit depend on besides its model and method (part of the resume key)."""
-        tables = {self.config_table(m) for m in self.metrics} - {None}
+        tables = {self.metric_tables[m] for m in self.metrics} - {None}
         return {
             "dataset": self.dataset,
             "data_root": self.data_root,
@@ -104,12 +99,6 @@ class Suite:
             "metrics": list(self.metrics),
             "configs": {t: to_dict(self.configs[t]) for t in sorted(tables)},
         }
-
-    @staticmethod
-    def config_table(metric: str) -> str | None:
-        from faithbench.metrics.registry import METRICS
-
-        return METRICS.get(metric).table
 
 
 def _import_plugins(plugins: object, where: str, folder: Path | None) -> tuple[str, ...]:
@@ -142,10 +131,6 @@ def _scalar(data: Mapping[str, Any], key: str, where: str) -> Any:
 
 def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | None = None) -> Suite:
     """Validate TOML-shaped suite data and build the :class:`Suite` (see the module docstring)."""
-    from faithbench.attributions import METHODS, get_method
-    from faithbench.bench.data import DATASETS, text_tokenizer
-    from faithbench.metrics.registry import METRICS
-    from faithbench.models import MODELS
 
     where = f"{source}:"
     plugins = _import_plugins(data.get("plugins", []), where, folder)
@@ -240,13 +225,14 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
         plugins=plugins,
         controls=controls,
         rerun_seeds=tuple(dict.fromkeys(rerun_seeds)),
+        modality=dataset.modality,
+        metric_tables={m: METRICS.get(m).table for m in metrics},
         **values,
     )
 
 
 def _controls(value: object, where: str) -> tuple[str, ...]:
     """``controls = true`` (the default): every control explainer; ``false``: none; or a list of them."""
-    from faithbench.attributions import CONTROLS
 
     if value is True:
         return CONTROLS

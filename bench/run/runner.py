@@ -1,13 +1,13 @@
 """The run loop: suite -> (model x method) units -> result files, resumable and shardable.
 
 A unit explains one model with one method and computes every metric of the suite from those
-explanations (:mod:`faithbench.bench.evaluate`). Finished units are saved atomically under a key of
+explanations (:mod:`faithbench.bench.run.evaluate`). Finished units are saved atomically under a key of
 everything their scores depend on -- the suite's evaluation settings, the model's weights, the
 method and its parameters, faithbench's code -- and reused when the same command runs again.
 Under ``torchrun`` every rank evaluates a shard and rank 0 gathers the per-sample scores, so the
-results equal a single-process run (:mod:`faithbench.bench.distributed`). Nothing is written before the
+results equal a single-process run (:mod:`faithbench.bench.run.distributed`). Nothing is written before the
 suite, the data and the first model have loaded. Once a model's units are done, any two of its
-methods whose maps agree are flagged (:mod:`faithbench.bench.identity`).
+methods whose maps agree are flagged (:mod:`faithbench.bench.run.identity`).
 """
 
 from __future__ import annotations
@@ -24,18 +24,19 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from faithbench.attributions import UnsupportedMethodError, get_method
-from faithbench.bench.data import load_data
-from faithbench.bench.distributed import Shard
-from faithbench.bench.evaluate import evaluate_unit, merge_shards, suite_unit
-from faithbench.bench.folder_lock import FolderLock
-from faithbench.bench.identity import fingerprint, identical_pairs, warning_line
-from faithbench.bench.identity import write as write_identical
-from faithbench.bench.pairing import SharedItems, save_shared, share_items, shared_digest
-from faithbench.bench.plan import jobs, plan_key, plugin_sources, resume_count, unit_key
-from faithbench.bench.provenance import provenance, source_identity
-from faithbench.bench.results import RunStore
-from faithbench.bench.suite import Suite
+from faithbench.attributions import UnsupportedMethodError
+from faithbench.bench.run.data import EvalData, load_data
+from faithbench.bench.run.distributed import Shard
+from faithbench.bench.run.evaluate import evaluate_unit, merge_shards, suite_unit
+from faithbench.bench.run.examples import has_example, save_example
+from faithbench.bench.run.folder_lock import FolderLock
+from faithbench.bench.run.identity import fingerprint, identical_pairs, warning_line
+from faithbench.bench.run.identity import write as write_identical
+from faithbench.bench.run.pairing import SharedItems, save_shared, share_items, shared_digest
+from faithbench.bench.run.plan import Job, Plan, plan, resume_count, unit_key
+from faithbench.bench.run.provenance import provenance
+from faithbench.bench.run.results import RunStore
+from faithbench.bench.run.suite import Suite
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
 from faithbench.metrics.mapstore import MapStore
@@ -143,7 +144,7 @@ def _raise_terminated(signum: int, frame: Any) -> None:
 def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) -> Any:
     """Run (or resume) ``suite`` into folder ``out``; returns the results table (rank 0) or None.
 
-    The folder is locked for the whole run (:class:`faithbench.bench.folder_lock.FolderLock`: one writer, released
+    The folder is locked for the whole run (:class:`faithbench.bench.run.folder_lock.FolderLock`: one writer, released
     however the process ends); SIGTERM is handled like Ctrl-C (``KeyboardInterrupt``)."""
     out = Path(out)
     shard, dev = Shard.start(resolve_device(device))
@@ -169,76 +170,26 @@ def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) ->
 
 
 def _run(suite: Suite, out: Path, dev: torch.device, shard: Shard, progress: bool) -> Any:
+    steps = plan(suite)  # every name, config and key resolved before any model loads
     data = load_data(suite)
     ids = sample_ids(suite, len(data.labels))
     batch = min(4 * suite.batch_size, suite.max_batch)
-    shared = share_items(suite, data, dev, lambda name: _load_model(name, dev, shard), batch)
+    shared = share_items(steps, data, dev, lambda name: _load_model(name, dev, shard), batch)
     digest = shared_digest(shared)  # part of every unit's key: the items depend on every deciding model
     writer = _Writer(out, suite, provenance(dev, suite.seed), shard.rank == 0, shared)
-    planned = [(model_name, job) for model_name in suite.models for job in jobs(suite)]
-    plans = {}
-    for job in jobs(suite):  # the plugin sources are read once per method, not per model
-        method = get_method(job.method, **job.params)
-        plugins = source_identity(plugin_sources(suite, method))
-        for model_name in suite.models:
-            plans[(model_name, job.name)] = plan_key(suite, model_name, job.name, method.params, plugins)
+    total = len(suite.models) * len(steps.jobs)
     if shard.rank == 0 and (out / "run.json").exists():
-        tqdm.write(f"resuming {out}: {resume_count(writer.store, plans)} of {len(planned)} units done", file=sys.stderr)
+        tqdm.write(f"resuming {out}: {resume_count(writer.store, steps.keys)} of {total} units done", file=sys.stderr)
     bar = tqdm(
-        total=len(planned),
-        desc=f"suite {suite.name}",
-        unit="unit",
-        disable=not progress or shard.rank != 0,
-        file=sys.stderr,
+        total=total, desc=f"suite {suite.name}", unit="unit", disable=not progress or shard.rank != 0, file=sys.stderr
     )
     try:
         for model_name in suite.models:
             model = _load_model(model_name, dev, shard)
             model_cache: dict = {}
-            for job in jobs(suite):
-                method_name = job.name
-                bar.set_postfix_str(f"{model_name} / {method_name}")
-                method = get_method(job.method, **job.params)
-                try:
-                    method.check(model)
-                except UnsupportedMethodError as exc:
-                    writer.skip(model_name, method_name, str(exc))
-                    bar.update()
-                    continue
-                plan = plans[(model_name, method_name)]
-                key = unit_key(plan, model.weights_sha256, digest)
-                stored = writer.store.load_unit(model_name, method_name, key) if shard.rank == 0 else None
-                cached = shard.broadcast(stored)
-                if cached is not None:
-                    writer.add(cached, new=False)
-                    bar.update()
-                    continue
-                writer.start()  # before the first new file of this run (its maps)
-                maps = MapStore() if suite.store_maps else None
-                unit = suite_unit(suite, model, method, data, ids, dev, rank=shard.rank, world=shard.world,
-                                  model_cache=model_cache, maps=maps, shared=shared)  # fmt: skip
-                parts = shard.gather(evaluate_unit(unit, suite))
-                if unit.maps is not None and len(unit.maps):  # each rank its shard's maps, before the unit is done
-                    writer.store.save_maps(model_name, method_name, key, unit.maps.state(), shard.rank)
-                if shard.rank == 0:
-                    writer.add(
-                        {
-                            "key": key,
-                            "plan_key": plan,
-                            "model": model_name,
-                            "method": method_name,
-                            "method_name": job.method,
-                            **job.columns,
-                            "family": model.family,
-                            "weights_sha256": model.weights_sha256,
-                            "method_params": method.params,
-                            "max_batch": suite.max_batch,  # the cost columns depend on it, scores do not
-                            "provenance": writer.prov,
-                            "metrics": merge_shards(parts),
-                            "fingerprint": fingerprint(unit),  # saved, so a resumed run still compares it
-                        },
-                        new=True,
-                    )
+            for job in steps.jobs:
+                bar.set_postfix_str(f"{model_name} / {job.name}")
+                _run_job(steps, job, model, model_cache, data, ids, dev, shard, writer, digest)
                 bar.update()
             if shard.rank == 0:
                 writer.check_identities(model, model_name)
@@ -256,3 +207,63 @@ def _run(suite: Suite, out: Path, dev: torch.device, shard: Shard, progress: boo
         return None
     writer.start()  # every pair skipped: still record what was asked
     return writer.flush()
+
+
+def _run_job(
+    steps: Plan,
+    job: Job,
+    model: ModelAdapter,
+    model_cache: dict,
+    data: EvalData,
+    ids: torch.Tensor,
+    dev: torch.device,
+    shard: Shard,
+    writer: _Writer,
+    digest: str,
+) -> None:
+    """One (model, job) unit: skipped if the method cannot explain the model, reused if the folder holds it under
+    the same key, otherwise explained, scored, its maps and record saved; then its example map (rank 0)."""
+    suite, model_name = steps.suite, model.name
+    method = job.build()
+    try:
+        method.check(model)
+    except UnsupportedMethodError as exc:
+        writer.skip(model_name, job.name, str(exc))
+        return
+    plan_key_ = steps.keys[(model_name, job.name)]
+    key = unit_key(plan_key_, model.weights_sha256, digest)
+    stored = writer.store.load_unit(model_name, job.name, key) if shard.rank == 0 else None
+    cached = shard.broadcast(stored)
+    if cached is not None:
+        writer.add(cached, new=False)
+    else:
+        writer.start()  # before the first new file of this run (its maps)
+        maps = MapStore() if suite.store_maps else None
+        unit = suite_unit(suite, model, method, data, ids, dev, rank=shard.rank, world=shard.world,
+                          model_cache=model_cache, maps=maps, shared=writer.shared)  # fmt: skip
+        parts = shard.gather(evaluate_unit(unit, steps.metrics))
+        if unit.maps is not None and len(unit.maps):  # each rank its shard's maps, before the unit is done
+            writer.store.save_maps(model_name, job.name, key, unit.maps.state(), shard.rank)
+        if shard.rank == 0:
+            record = {
+                "key": key,
+                "plan_key": plan_key_,
+                "model": model_name,
+                "method": job.name,
+                "method_name": job.method,
+                **job.columns,
+                "family": model.family,
+                "weights_sha256": model.weights_sha256,
+                "method_params": method.params,
+                "max_batch": suite.max_batch,  # the cost columns depend on it, scores do not
+                "provenance": writer.prov,
+                "metrics": merge_shards(parts),
+                "fingerprint": fingerprint(unit),  # saved, so a resumed run still compares it
+            }
+            writer.add(record, new=True)
+    example = steps.example
+    shown = example is not None and not job.is_control and job.rerun_of is None
+    if shown and writer.active and not has_example(writer.store.out, model_name, job.name, key):
+        writer.start()
+        unit = suite_unit(suite, model, job.build(), data, torch.arange(0), dev)  # the example's own unit
+        save_example(writer.store.out, unit, example.spec, example.config, model_name, job.name, key)

@@ -20,10 +20,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from faithbench.bench.data import EvalData
-from faithbench.bench.suite import Suite
+from faithbench.bench.run.data import EvalData
+from faithbench.bench.run.plan import Plan
 from faithbench.io import atomic_torch_save
-from faithbench.metrics.registry import METRICS
 from faithbench.models.adapter import ModelAdapter
 
 SHARED_FILE = "shared.pt"
@@ -55,14 +54,14 @@ class SharedItems:
 
 
 def share_items(
-    suite: Suite, data: EvalData, device: torch.device, load: Callable[[str], ModelAdapter], batch: int
+    plan: Plan, data: EvalData, device: torch.device, load: Callable[[str], ModelAdapter], batch: int
 ) -> dict[str, SharedItems]:
-    """The shared items of every metric of ``suite`` that shares them (loading each deciding model once)."""
+    """The shared items of every metric of the plan that shares them (loading each deciding model once)."""
     wanted: dict[str, tuple[str, ...]] = {}
-    for name in suite.metrics:
-        spec = METRICS.get(name)
-        if spec.pairing is not None:
-            models = tuple(spec.pairing(suite.config(name), tuple(suite.models)))
+    metrics = {m.name: m for m in plan.metrics}
+    for name, metric in metrics.items():
+        if metric.spec.pairing is not None:
+            models = tuple(metric.spec.pairing(metric.config, tuple(plan.suite.models)))
             if models:
                 wanted[name] = models
     parts: dict[str, list[tuple[Tensor, Tensor]]] = {name: [] for name in wanted}
@@ -72,8 +71,8 @@ def share_items(
         weights[model_name] = model.weights_sha256
         for name, models in wanted.items():
             if model_name in models:
-                eligible, score = METRICS.get(name).eligibility(
-                    model, data.images, data.labels, suite.config(name), device, batch
+                eligible, score = metrics[name].spec.eligibility(
+                    model, data.images, data.labels, metrics[name].config, device, batch
                 )
                 parts[name].append((eligible.cpu().bool(), score.detach().cpu().double()))
         del model

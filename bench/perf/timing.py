@@ -1,7 +1,4 @@
-"""The timing engine of ``python -m bench perf`` (what each row measures: :mod:`faithbench.bench.perf`).
-
-Kept apart from :mod:`faithbench.bench.perf` so that building the command line imports no faithbench layer.
-"""
+"""The timing engine of ``python -m bench perf`` (what each row measures: :mod:`faithbench.bench.perf.harness`)."""
 
 from __future__ import annotations
 
@@ -11,19 +8,17 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from faithbench.attributions import UnsupportedMethodError, get_method
-from faithbench.bench.perf_quantus import agreement, paired_quantities
+from faithbench.bench.perf.cases import PerfCase, PerfSizes
+from faithbench.bench.perf.quantus import agreement, paired_quantities
 from faithbench.metrics import comprehensiveness_sufficiency, pixel_deletion, pixel_insertion
 from faithbench.models import MODELS, load_model
 from faithbench.models.adapter import ModelAdapter
-
-if TYPE_CHECKING:
-    from faithbench.bench.perf import PerfCase, PerfSizes
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Layout of a run folder::
 
-    .lock             held by the one process writing the folder (:mod:`faithbench.bench.folder_lock`)
+    .lock             held by the one process writing the folder (:mod:`faithbench.bench.run.folder_lock`)
     run.json          suite, provenance, and the run's units: (model, method, key) of each, the manifest that
                       ``report`` and ``rescore`` read (a unit file that the manifest does not name is not
                       part of the run)
@@ -29,11 +29,11 @@ import pandas as pd
 import torch
 
 from faithbench.attributions import CONTROLS
-from faithbench.bench.intervals import summarise
+from faithbench.bench.run.intervals import summarise
 from faithbench.errors import UserError
 from faithbench.io import atomic_torch_save, atomic_write_text
 
-# What a row records of its job besides the method's name (:class:`~faithbench.bench.plan.Job`).
+# What a row records of its job besides the method's name (:class:`~faithbench.bench.run.plan.Job`).
 JOB_COLUMNS = ("rerun_of", "rerun_seed", "is_control")
 RESULT_COLUMNS = [
     "suite",
@@ -62,7 +62,7 @@ RESULT_COLUMNS = [
 
 
 def job_columns(unit: dict) -> dict:
-    """A unit's ``rerun_of``, ``rerun_seed`` and ``is_control`` (:class:`~faithbench.bench.plan.Job`)."""
+    """A unit's ``rerun_of``, ``rerun_seed`` and ``is_control`` (:class:`~faithbench.bench.run.plan.Job`)."""
     if "is_control" in unit:
         return {c: unit[c] for c in JOB_COLUMNS}
     return _legacy_job_columns(unit["method"])
@@ -95,6 +95,24 @@ def first_runs(frame: pd.DataFrame) -> pd.DataFrame:
 def contestants(frame: pd.DataFrame) -> pd.DataFrame:
     """The methods of the leaderboard: first runs, no controls (the controls are the yardstick)."""
     return frame[frame["rerun_of"].isna() & ~frame["is_control"].astype(bool)]
+
+
+def read_results(path: Path) -> pd.DataFrame:
+    """A run's ``results.csv``; every problem with the file is one line that names it."""
+    path = Path(path)
+    if path.is_dir():
+        hint = f"; did you mean {path / 'results.csv'}?" if (path / "results.csv").exists() else ""
+        raise UserError(f"{path} is a folder, not a results file (a run's results.csv){hint}")
+    if not path.exists():
+        raise UserError(f"results file {path} does not exist")
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path} is not a readable results CSV ({type(exc).__name__}: {exc})") from None
+    missing = {"model", "method", "metric", "mean"} - set(frame.columns)
+    if missing:
+        raise UserError(f"{path} is not a faithbench results file (missing columns {', '.join(sorted(missing))})")
+    return with_job_columns(frame)
 
 
 def atomic_write_csv(path: Path, frame: pd.DataFrame) -> None:

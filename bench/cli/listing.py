@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
+from faithbench.attributions import METHODS
+from faithbench.bench.run.data import DATASETS
+from faithbench.bench.run.suite import SUITES, suite_description
+from faithbench.metrics.registry import METRICS
+from faithbench.models import MODELS
+
 
 def cmd_list(args: argparse.Namespace) -> int:
     """``python -m bench list``: every registered metric (and its conventions), model, method, data set and suite."""
-    from faithbench.attributions import METHODS
-    from faithbench.bench.data import DATASETS
-    from faithbench.bench.suite import SUITES, suite_description
-    from faithbench.metrics.registry import METRICS
-    from faithbench.models import MODELS
 
     out = sys.stdout
     modalities = list(dict.fromkeys(d.modality for _, d in DATASETS.items()))

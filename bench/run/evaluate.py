@@ -1,25 +1,26 @@
 """One unit: a (model, method) pair, every metric of the suite, per-sample records for the result files.
 
-The runner calls :func:`evaluate_unit`; it loops over the suite's metric specs and calls each
-spec's hook with the same signature (:mod:`faithbench.metrics.spec`). No metric is named here.
+The runner calls :func:`evaluate_unit` with the plan's resolved metrics; it calls each spec's hook with the same
+signature (:mod:`faithbench.metrics.spec`). No metric is named here and no registry is consulted.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from faithbench.bench.cost import Cost, measuring
-from faithbench.bench.suite import Suite
-from faithbench.metrics.registry import METRICS
+from faithbench.bench.run.cost import Cost, measuring
+from faithbench.bench.run.plan import MetricJob
+from faithbench.bench.run.suite import Suite
 from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
 
 if TYPE_CHECKING:
     from faithbench.attributions import AttributionMethod
-    from faithbench.bench.data import EvalData
+    from faithbench.bench.run.data import EvalData
     from faithbench.models import ModelAdapter
 
 
@@ -73,15 +74,15 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def evaluate_unit(unit: Unit, suite: Suite) -> dict[str, dict[str, Any]]:
-    """This shard's per-sample records of every metric of the suite.
+def evaluate_unit(unit: Unit, metrics: Sequence[MetricJob]) -> dict[str, dict[str, Any]]:
+    """This shard's per-sample records of every metric in ``metrics`` (the plan's).
 
     A metric's time excludes the explanations it triggered (shared, reported as explain time); its
     model calls and peak memory include them (the first metric that needs an explanation pays for it).
     """
     records = {}
-    for name in suite.metrics:
-        spec = METRICS.get(name)
+    for metric in metrics:
+        name, spec = metric.name, metric.spec
         if spec.applies is not None and spec.applies(unit) is not None:
             continue  # e.g. a completeness gap for a method that claims no completeness: no row
         if unit.method.capabilities.ground_truth and not spec.ground_truth:
@@ -89,7 +90,7 @@ def evaluate_unit(unit: Unit, suite: Suite) -> dict[str, dict[str, Any]]:
         explained_before = sum(unit.explain_time.values())
         with measuring(unit.model.module, unit.device) as cost:
             start = time.perf_counter()
-            result = spec.evaluate(unit, suite.config(name))
+            result = spec.evaluate(unit, metric.config)
             _sync(unit.device)
             spent = time.perf_counter() - start - (sum(unit.explain_time.values()) - explained_before)
         explain_s = unit.explanation_seconds(result.explained)

@@ -9,18 +9,27 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 from torch import Tensor
 
 from faithbench.errors import UserError
-from faithbench.models.hf_text import HF_DATASETS
+from faithbench.models.data import mnist_splits
+from faithbench.models.hf_text import HF_DATASETS, load_hf_split
+from faithbench.models.registry import MODELS
+from faithbench.models.text_data import bbc_news, rotten_tomatoes
+from faithbench.models.text_encoding import tokenize
 from faithbench.models.text_models import WORDPIECE
 from faithbench.registry import Registry
 
-if TYPE_CHECKING:
-    from faithbench.bench.suite import Suite
+
+class DataSettings(Protocol):
+    """What the data depends on (a :class:`faithbench.bench.run.suite.Suite` has it)."""
+
+    dataset: str
+    data_root: str | None
+    models: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -44,7 +53,6 @@ class DatasetSpec:
 
 
 def _mnist(data_root: str | None) -> EvalData:
-    from faithbench.models.data import mnist_splits
 
     test = mnist_splits()[1]
     return EvalData("mnist-5k-test", test.images, test.labels)
@@ -62,13 +70,11 @@ def _mnist_224(data_root: str | None, per_class: int = 10) -> EvalData:
 
 
 def _rotten_tomatoes(data_root: str | None, tokenizer: str = WORDPIECE) -> EvalData:
-    from faithbench.models.text_data import rotten_tomatoes
 
     return _tokenized("rotten-tomatoes-test", rotten_tomatoes().test, tokenizer)
 
 
 def _bbc_news(data_root: str | None, tokenizer: str = WORDPIECE) -> EvalData:
-    from faithbench.models.text_data import bbc_news
 
     return _tokenized("bbc-news-test", bbc_news().test, tokenizer)
 
@@ -76,7 +82,6 @@ def _bbc_news(data_root: str | None, tokenizer: str = WORDPIECE) -> EvalData:
 def _tokenized(name: str, split, tokenizer: str) -> EvalData:
     """A text split as (N, T) ids ``[CLS] tokens [SEP]`` + [PAD] of ``tokenizer``, each at most
     ``models.text_encoding.MAX_LENGTH`` tokens (MiniLM's WordPiece ids are named by the data set alone)."""
-    from faithbench.models.text_encoding import tokenize
 
     ids, _ = tokenize(split.texts, tokenizer=tokenizer)
     return EvalData(name if tokenizer == WORDPIECE else f"{name}:{tokenizer}", ids, split.labels)
@@ -84,7 +89,6 @@ def _tokenized(name: str, split, tokenizer: str) -> EvalData:
 
 def _hugging_face(name: str) -> Callable[..., EvalData]:
     def load(data_root: str | None, tokenizer: str = WORDPIECE) -> EvalData:
-        from faithbench.models.hf_text import load_hf_split
 
         split, _ = load_hf_split(name)
         return _tokenized(f"{name}-test", split, tokenizer)
@@ -149,7 +153,7 @@ for _spec in (
     DATASETS.register(_spec.name, _spec)
 
 
-def load_data(suite: Suite) -> EvalData:
+def load_data(suite: DataSettings) -> EvalData:
     """The suite's evaluation data (kept for the process: the report's panel reuses the run's)."""
     spec = DATASETS.get(suite.dataset)
     if spec.modality != "text":
@@ -159,7 +163,6 @@ def load_data(suite: Suite) -> EvalData:
 
 def text_tokenizer(models: tuple[str, ...] | list[str], where: str = "suite") -> str:
     """The vocabulary the text data is tokenized with: that of the models (MiniLM's WordPiece by default)."""
-    from faithbench.models.registry import MODELS
 
     tokenizers = {MODELS.get(m).tokenizer for m in models} - {None}
     if len(tokenizers) > 1:

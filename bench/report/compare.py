@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from faithbench.bench.compare_inputs import (
+from faithbench.bench.report.compare_inputs import (
     COUNTS,
     FAILING,
     KEY,

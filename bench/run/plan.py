@@ -1,6 +1,9 @@
-"""The run's plan: the jobs a suite asks for (every method, control and rerun, as typed records), and what a
-unit's scores depend on, as keys: the plan key (known before its model loads), the unit key (plus the model's
-weights and the items it shares with other models), and how many planned units a folder holds."""
+"""The run's plan: what a suite asks for, resolved once before any model loads -- every method, control and
+rerun as a typed :class:`Job` (its class and normalised parameters), every metric with its spec and config
+(:class:`MetricJob`), the example metric, and each (model, job)'s plan key -- so that the runner walks the plan
+and consults no registry. Also the keys of a unit's scores: the plan key (known before its model loads), the
+unit key (plus the model's weights and the items it shares with other models), and how many planned units a
+folder holds."""
 
 from __future__ import annotations
 
@@ -8,14 +11,16 @@ import hashlib
 import inspect
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from faithbench.attributions import CONTROLS, METHODS
-from faithbench.bench.provenance import code_identity, is_own_file
-from faithbench.bench.results import JOB_COLUMNS, RunStore
-from faithbench.bench.suite import Suite
+from faithbench.attributions import CONTROLS, METHODS, AttributionMethod
+from faithbench.bench.run.provenance import code_identity, is_own_file, source_identity
+from faithbench.bench.run.results import JOB_COLUMNS, RunStore
+from faithbench.bench.run.suite import Suite
+from faithbench.metrics.registry import METRICS
+from faithbench.metrics.spec import MetricSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,10 +35,65 @@ class Job:
     rerun_of: str | None = None
     rerun_seed: int | None = None
 
+    method_class: type[AttributionMethod] | None = field(default=None, compare=False, repr=False)  # resolved
+
     @property
     def columns(self) -> dict[str, Any]:
         """What the result rows record of the job besides its name."""
         return {c: getattr(self, c) for c in JOB_COLUMNS}
+
+    def build(self) -> AttributionMethod:
+        """A fresh instance of the job's method (one per unit: a method may keep state for its model)."""
+        cls = self.method_class or METHODS.get(self.method)
+        return cls(**self.params)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MetricJob:
+    """A metric of the suite, resolved: its spec and its typed config."""
+
+    name: str
+    spec: MetricSpec
+    config: Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """Everything the runner needs from the suite, resolved: ``keys[(model, job name)]`` is the unit's plan key."""
+
+    suite: Suite
+    jobs: tuple[Job, ...]
+    metrics: tuple[MetricJob, ...]
+    keys: dict[tuple[str, str], str]
+    method_params: dict[str, dict[str, Any]]  # job name -> the method's normalised parameters (recorded)
+
+    @property
+    def example(self) -> MetricJob | None:
+        """The first metric that offers an example for the report's panel (None: no panel)."""
+        return next((m for m in self.metrics if m.spec.example is not None), None)
+
+
+def metric_jobs(suite: Suite) -> tuple[MetricJob, ...]:
+    """The suite's metrics with their specs and configs (a metric without a settings table: its defaults)."""
+    out = []
+    for name in suite.metrics:
+        spec, table = METRICS.get(name), suite.metric_tables.get(name)
+        out.append(MetricJob(name=name, spec=spec, config=suite.configs[table] if table else spec.config()))
+    return tuple(out)
+
+
+def plan(suite: Suite) -> Plan:
+    """Resolve ``suite`` into the runner's plan: jobs, metric configs and every (model, job)'s plan key (each method is
+    built once here to normalise its parameters and to find a plugin's source)."""
+    resolved, keys, params = [], {}, {}
+    for job in jobs(suite):
+        method = job.build()
+        resolved.append(replace(job, method_class=type(method)))
+        params[job.name] = method.params
+        plugins = source_identity(plugin_sources(suite, method))  # read once per method, not per model
+        for model_name in suite.models:
+            keys[(model_name, job.name)] = plan_key(suite, model_name, job.name, method.params, plugins)
+    return Plan(suite=suite, jobs=tuple(resolved), metrics=metric_jobs(suite), keys=keys, method_params=params)
 
 
 def jobs(suite: Suite) -> list[Job]:
@@ -95,7 +155,7 @@ def plan_key(suite: Suite, model_name: str, method: str, method_params: dict, pl
 
 def unit_key(plan: str, weights_sha256: str, shared: str = "") -> str:
     """The resume key of a unit: its plan key, its model's weights and (when a metric shares its items across
-    models, :mod:`faithbench.bench.pairing`) the digest of the shared items."""
+    models, :mod:`faithbench.bench.run.pairing`) the digest of the shared items."""
     return hashlib.sha256(f"{plan}:{weights_sha256}{f':{shared}' if shared else ''}".encode()).hexdigest()
 
 

@@ -1,5 +1,5 @@
-"""The report's statistics (:mod:`faithbench.bench.statistics`): leaderboard marks, their footnote, the statistics
-files, the metric-agreement heatmap and the rank-interval plot."""
+"""The report's statistics (:mod:`faithbench.bench.report.statistics`): leaderboard marks, their footnote, the
+statistics files, the metric-agreement heatmap and the rank-interval plot."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from faithbench.bench.results import contestants, first_runs, with_job_columns
-from faithbench.bench.statistics import (
+from faithbench.bench.report.statistics import (
     metric_agreement,
     paired_tests,
     rank_stability,
@@ -19,6 +18,7 @@ from faithbench.bench.statistics import (
     skill_scores,
     split_half,
 )
+from faithbench.bench.run.results import contestants, first_runs, with_job_columns
 
 BEST, TIED = "★", "≈"
 
@@ -73,7 +73,7 @@ def leaderboard_stats(
     run_dir: Path, results: pd.DataFrame, alpha: float = 0.05, n_boot: int = 1000, seed: int = 0
 ) -> LeaderboardStats:
     """Paired tests, rank stability, metric agreement and split-half reliability of a run (``results`` as
-    :func:`~faithbench.bench.report.read_results` gives it: with its job columns)."""
+    :func:`~faithbench.bench.run.results.read_results` gives it: with its job columns)."""
     samples = _read_samples(run_dir)
     reruns = rerun_agreement(samples) if samples is not None else pd.DataFrame()
     if samples is not None:  # a rerun with another seed is not a method of the leaderboard

@@ -1,0 +1,48 @@
+"""``python -m bench``: a thin command line. Each command is one function in a module of this package, named in
+:data:`COMMANDS` and imported only when it runs (``list`` loads no runner, ``report`` no model)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+
+from faithbench.bench.cli.parser import build_parser
+from faithbench.errors import UserError
+
+COMMANDS = {  # command -> "module:function", imported when the command runs
+    "list": "faithbench.bench.cli.listing:cmd_list",
+    "zoo": "faithbench.bench.cli.zoo:cmd_zoo",
+    "run": "faithbench.bench.cli.run:cmd_run",
+    "report": "faithbench.bench.cli.run:cmd_report",
+    "rescore": "faithbench.bench.cli.rescore:cmd_rescore",
+    "compare": "faithbench.bench.cli.compare:cmd_compare",
+    "perf": "faithbench.bench.cli.perf:cmd_perf",
+}
+
+
+def command(name: str) -> Callable:
+    """The function of command ``name`` (its module is imported now)."""
+    module, function = COMMANDS[name].split(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. User errors print one line (exit 2); anything else is a bug or an environment
+    problem and shows its traceback (``--debug`` shows it for user errors too)."""
+    # Captum announces every hook it sets on activations; a long run would repeat it thousands of times.
+    warnings.filterwarnings("ignore", message="Setting .*hooks", category=UserWarning)
+    args = build_parser().parse_args(argv)
+    debug = args.debug or os.environ.get("FAITHBENCH_DEBUG", "") not in ("", "0")
+    try:
+        return command(args.command)(args)
+    except UserError as exc:
+        if debug:
+            raise
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    except BrokenPipeError:  # output piped into `head` and the like
+        sys.stderr.close()
+        return 0

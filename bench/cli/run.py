@@ -1,0 +1,98 @@
+"""``python -m bench run`` and ``python -m bench report``: run a suite into a folder, then write its report."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from faithbench.bench.cli.parser import config_options
+from faithbench.bench.report.build import leaderboard, report, to_text
+from faithbench.bench.run.runner import Terminated, run
+from faithbench.bench.run.suite import load_suite, with_overrides
+from faithbench.errors import UserError
+
+
+@contextlib.contextmanager
+def no_progress_bars(disable: bool) -> Iterator[None]:
+    """--no-progress also silences the zoo's training bars (tqdm reads its defaults from TQDM_* variables)."""
+    old = os.environ.get("TQDM_DISABLE")
+    if disable:
+        os.environ["TQDM_DISABLE"] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TQDM_DISABLE", None)
+        else:
+            os.environ["TQDM_DISABLE"] = old
+
+
+def _table_overrides(args: argparse.Namespace) -> dict[str, dict]:
+    tables: dict[str, dict] = {}
+    for table, key, _, _ in config_options():
+        value = getattr(args, f"cfg_{table}_{key}", None)
+        if value is not None:
+            tables.setdefault(table, {})[key] = value
+    return tables
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    suite = with_overrides(
+        load_suite(args.suite),
+        models=args.models,
+        methods=args.methods,
+        metrics=args.metrics,
+        seed=args.seed,
+        n_samples=args.n_samples,
+        batch_size=args.batch_size,
+        max_batch=args.max_batch,
+        data_root=args.data_root,
+        dataset="imagefolder" if args.data_root else None,
+        tables=_table_overrides(args),
+        controls=[] if args.no_controls else None,
+    )
+    out = Path(args.out or Path("runs") / suite.name)
+    try:
+        with no_progress_bars(args.no_progress):
+            results = run(suite, out, device=args.device, progress=not args.no_progress)
+    except KeyboardInterrupt as exc:
+        why = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        sys.stderr.write(f"\n{why}: finished units are saved in {out}; run the same command to resume\n")
+        return 143 if isinstance(exc, Terminated) else 130
+    if results is None:  # a non-zero torchrun rank
+        return 0
+    if results.empty:
+        sys.stderr.write("no (model, method) pair could be evaluated; see skipped.json\n")
+        return 1
+    if args.no_report:
+        text, files = to_text(leaderboard(results)), []
+    else:
+        text, tables, plots = report(out / "results.csv")
+        files = [*tables.values(), *plots]
+    sys.stdout.write(f"\nleaderboard ({suite.name}, mean ± 95% CI half-width):\n{text}\n\n")
+    sys.stdout.write(f"results:  {out / 'results.csv'} (per sample: samples.csv, curves: curves.csv)\n")
+    for f in files:
+        sys.stdout.write(f"report:   {f}\n")
+    skipped = json.loads((out / "skipped.json").read_text())
+    if skipped:
+        sys.stdout.write(f"skipped {len(skipped)} unsupported (model, method) pairs: see {out / 'skipped.json'}\n")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    if not 0 < args.alpha < 1:
+        raise UserError(f"--alpha must lie in (0, 1), got {args.alpha}")
+    if args.n_boot < 100:
+        raise UserError(f"--n-boot must be at least 100, got {args.n_boot}")
+    text, tables, plots = report(
+        Path(args.results), Path(args.out) if args.out else None, alpha=args.alpha, n_boot=args.n_boot
+    )
+    sys.stdout.write(text + "\n\n")
+    for f in [*tables.values(), *plots]:
+        sys.stdout.write(f"wrote {f}\n")
+    return 0

@@ -1,0 +1,70 @@
+"""What ``python -m bench perf`` times: the cases (a model at a size, with its methods) and the problem sizes, by
+default for a GPU and, with ``--quick``, for a CPU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+CHEAP_METHODS = ("gradient", "input_x_gradient", "integrated_gradients", "gradcam", "lrp")
+BCOS_METHODS = (*CHEAP_METHODS, "native", "lime", "shapley_sampling")
+
+
+@dataclass(frozen=True)
+class PerfCase:
+    """One model at one size; ``model`` is a registered model name (torchvision ones get random weights)."""
+
+    model: str
+    image_size: int
+    batch_size: int
+    block_size: int  # deletion / insertion blocks and RegionPerturbation's patch
+    methods: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PerfSizes:
+    """Problem sizes shared by every case."""
+
+    repeats: int = 3
+    warmup: int = 1
+    fractions: tuple[float, ...] | None = None  # deletion and insertion; None: ALOE's 0, .01, ..., .8
+    erasure_fractions: tuple[float, ...] | None = None  # None: the eraser summary's 1, 5, 10, 20, 50 %
+    flip_steps: int = 16  # PixelFlipping steps (rounded up to a count that flips whole pixels)
+    regions: int = 16  # RegionPerturbation regions
+    n_quantus: int = 16  # images (GridPG: cell maps) Quantus is timed on
+    chunk_size: int = 256  # inputs per model call in every metric and method (max_batch)
+    method_params: dict[str, dict[str, Any]] = field(
+        default_factory=lambda: {
+            "integrated_gradients": {"n_steps": 8},
+            "lime": {"n_samples": 64},
+            "shapley_sampling": {"n_samples": 2},
+        }
+    )
+
+
+DEFAULT_CASES = (PerfCase("resnet50", 224, 64, 16, CHEAP_METHODS), PerfCase("bcos_cnn_mnist", 28, 64, 4, BCOS_METHODS))
+DEFAULT_SIZES = PerfSizes()
+QUICK_CASES = (PerfCase("resnet18", 96, 8, 16, CHEAP_METHODS), PerfCase("bcos_cnn_mnist", 28, 8, 4, BCOS_METHODS))
+QUICK_SIZES = PerfSizes(
+    repeats=1,
+    fractions=(0.0, 0.1, 0.3, 0.6),
+    erasure_fractions=(0.1, 0.5),
+    flip_steps=6,
+    regions=6,
+    n_quantus=2,
+    chunk_size=64,
+    method_params={
+        "integrated_gradients": {"n_steps": 4},
+        "lime": {"n_samples": 16},
+        "shapley_sampling": {"n_samples": 1},
+    },
+)
+QUICK_HELP = (
+    "CI-friendly sizes for a CPU: torchvision resnet18 with random weights at 96 px and bcos_cnn_mnist at 28 px, "
+    "batch 8; deletion/insertion at fractions 0, .1, .3, .6 (blocks of 16 and 4 px); comprehensiveness/sufficiency "
+    "at 10 and 50 %%; 6 PixelFlipping steps and RegionPerturbation regions; Quantus on 2 images; at most 64 inputs "
+    "per model call; IG 4 steps, LIME 16 samples, Shapley 1 sample; 1 repeat (about 25 s on a 2-core CPU with "
+    "OMP_NUM_THREADS=1, which a CPU busy with other jobs needs). Default, sizes for a GPU: resnet50 at 224 px and "
+    "bcos_cnn_mnist at 28 px, batch 64, ALOE's fractions, 16 steps and regions, Quantus on 16 images, 256 inputs "
+    "per call, 3 repeats"
+)
