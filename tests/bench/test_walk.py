@@ -1,0 +1,66 @@
+"""The run walks its plan: once the suite is resolved (``plan``), a job's step consults no registry and no suite
+lookup; it goes runner -> plan's job -> store (resume check) -> evaluate -> metrics -> store -> example."""
+
+import collections
+import sys
+from pathlib import Path
+
+from faithbench.bench.run import runner
+from faithbench.bench.run.suite import load_suite, with_overrides
+
+BENCH = Path(runner.__file__).resolve().parents[1]  # bench/
+ROOT = BENCH.parent
+
+
+def _rel(path: str) -> str | None:
+    try:
+        return str(Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return None
+
+
+def test_a_job_enters_no_registry_and_no_suite_lookup(tmp_path, monkeypatch):
+    walks = []
+    real = runner._run_job
+
+    def traced(steps, job, model, *args, **kwargs):
+        entered = collections.Counter()
+
+        def profile(frame, event, arg):
+            if event == "call" and frame.f_back is not None:
+                here, caller = _rel(frame.f_code.co_filename), _rel(frame.f_back.f_code.co_filename)
+                if here and caller and here != caller and caller.startswith("bench/"):
+                    entered[f"{here}:{frame.f_code.co_name}"] += 1
+
+        sys.setprofile(profile)
+        try:
+            return real(steps, job, model, *args, **kwargs)
+        finally:
+            sys.setprofile(None)
+            walks.append((job.name, entered))
+
+    monkeypatch.setattr(runner, "_run_job", traced)
+    suite = with_overrides(
+        load_suite("smoke"), models=["bcos_cnn_mnist"], methods=["gradient", "native"], n_samples=4, controls=[]
+    )
+    runner.run(suite, tmp_path / "run", device="cpu", progress=False)
+    assert [name for name, _ in walks] == ["gradient", "native"]
+    for name, entered in walks:
+        lookups = [s for s in entered if s.startswith(("faithbench/registry.py", "bench/run/data.py"))]
+        assert not lookups, (name, lookups)
+        suite_calls = {s for s in entered if s.startswith("bench/run/suite.py")}
+        assert suite_calls <= {"bench/run/suite.py:to_dict"}, (name, suite_calls)  # the store records the suite
+        # the data path, in modules: each step of the job is one of these, and the metrics are reached only
+        # through evaluate (and the example through examples.py)
+        rooms = {s.split(":")[0] for s in entered if s.startswith("bench/")}
+        assert rooms <= {
+            "bench/run/plan.py",
+            "bench/run/results.py",
+            "bench/run/distributed.py",
+            "bench/run/evaluate.py",
+            "bench/run/identity.py",
+            "bench/run/examples.py",
+            "bench/run/pairing.py",
+            "bench/run/suite.py",
+        }, (name, rooms)
+    assert (tmp_path / "run" / "examples" / "bcos_cnn_mnist__native.pt").exists()  # the run saved the example
