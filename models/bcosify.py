@@ -29,7 +29,7 @@ from bcos.modules import BcosConv2d, BcosLinear, DetachableModule, LogitLayer
 from bcos.modules.norms import BatchNormUncentered2d, DetachableLayerNorm
 from torch import Tensor, nn
 
-from faithbench.models.vit_heads import TokenClassifierViT
+from faithbench.models.nets.vit_heads import TokenClassifierViT
 
 
 class DetachableGELU(DetachableModule):

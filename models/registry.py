@@ -7,8 +7,9 @@ from collections.abc import Callable
 
 import torch
 
-from faithbench.models import bcosified_hub, hub, zoo
+from faithbench.models import zoo
 from faithbench.models.adapter import ModelAdapter, ModelSpec
+from faithbench.models.checkpoints import bcosified_hub, hub
 from faithbench.models.text_encoding import text_adapter
 from faithbench.registry import Registry
 

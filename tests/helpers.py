@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from faithbench.models.architectures import digit_vit
 from faithbench.models.bcosify import bcosify
-from faithbench.models.data import MNIST_MEAN, MNIST_STD
+from faithbench.models.data.mnist import MNIST_MEAN, MNIST_STD
+from faithbench.models.nets.architectures import digit_vit
 
 
 def bcosified_digit_vit(depth: int = 2, dim: int = 32, seed: int = 0) -> nn.Module:

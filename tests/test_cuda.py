@@ -15,7 +15,7 @@ import torch
 
 from faithbench.attributions import METHODS, UnsupportedMethodError, get_method
 from faithbench.models import load_model
-from faithbench.models.data import mnist_splits
+from faithbench.models.data.mnist import mnist_splits
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 

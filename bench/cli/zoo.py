@@ -1,6 +1,6 @@
 """``python -m bench zoo``: build or load the offline zoo; per model its accuracy and the locality check.
 
-The locality check (:mod:`faithbench.models.locality`) asks whether a model classifies the cells of a grid of
+The locality check (:mod:`faithbench.models.zoo.locality`) asks whether a model classifies the cells of a grid of
 distinct-class digits locally, as the grid pointing game assumes: 3 x 3 grids for CNNs, 2 x 2 for
 ViTs (which see cell-size windows at stride half a cell). ``positive``: share of cells whose class
 logit on the grid, minus the model's logit bias, is positive; ``wins``: share of cells whose own
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from faithbench.models import load_model
 from faithbench.models import zoo as model_zoo
-from faithbench.models.data import mnist_splits
-from faithbench.models.locality import locality
+from faithbench.models.data.mnist import mnist_splits
+from faithbench.models.zoo.locality import locality
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,12 @@ import torch
 from torch import Tensor
 
 from faithbench.errors import UserError
-from faithbench.models.data import mnist_splits
-from faithbench.models.hf_text import HF_DATASETS, load_hf_split
+from faithbench.models.data.hf import HF_DATASETS, load_hf_split
+from faithbench.models.data.mnist import mnist_splits
+from faithbench.models.data.text import bbc_news, rotten_tomatoes
+from faithbench.models.nets.text import WORDPIECE
 from faithbench.models.registry import MODELS
-from faithbench.models.text_data import bbc_news, rotten_tomatoes
 from faithbench.models.text_encoding import tokenize
-from faithbench.models.text_models import WORDPIECE
 from faithbench.registry import Registry
 
 

@@ -13,9 +13,9 @@ from faithbench.attributions.attnlrp import gamma_composite, lxt_rules
 from faithbench.attributions.native import split_input_normalization
 from faithbench.models import load_model
 from faithbench.models.adapter import ModelAdapter
-from faithbench.models.architectures import digit_vit
-from faithbench.models.data import mnist_splits
+from faithbench.models.data.mnist import mnist_splits
 from faithbench.models.encoding import normalized
+from faithbench.models.nets.architectures import digit_vit
 
 GAMMAS = [(0.0, 0.0), (0.25, 0.05), (100.0, 1.0)]
 

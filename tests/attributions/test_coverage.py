@@ -10,8 +10,8 @@ from torch import nn
 from faithbench.attributions import UnsupportedMethodError, get_method
 from faithbench.attributions.identities import KNOWN_IDENTITIES, known_identity, positively_homogeneous
 from faithbench.models.adapter import ModelAdapter
-from faithbench.models.architectures import ConvDigitNet, bcos_digit_cnn
 from faithbench.models.encoding import bcos_inverse, normalized
+from faithbench.models.nets.architectures import ConvDigitNet, bcos_digit_cnn
 from tests.models.test_native import randomise_norm_stats
 
 GEN = torch.Generator().manual_seed(0)

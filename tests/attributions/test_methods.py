@@ -8,10 +8,10 @@ import torch
 from faithbench.attributions import CONTROLS, METHODS, UnsupportedMethodError, get_method
 from faithbench.attributions.perturbation import segment
 from faithbench.models.adapter import ModelAdapter
-from faithbench.models.architectures import ConvDigitNet, bcos_digit_cnn, digit_vit
 from faithbench.models.bcosify import bcosify, remove_biases
-from faithbench.models.data import MNIST_MEAN, MNIST_STD
+from faithbench.models.data.mnist import MNIST_MEAN, MNIST_STD
 from faithbench.models.encoding import bcos_inverse, normalized
+from faithbench.models.nets.architectures import ConvDigitNet, bcos_digit_cnn, digit_vit
 from tests.models.test_native import randomise_norm_stats
 
 GEN = torch.Generator().manual_seed(0)

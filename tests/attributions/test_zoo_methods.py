@@ -5,7 +5,7 @@ import torch
 
 from faithbench.attributions import METHODS, UnsupportedMethodError, get_method
 from faithbench.models import load_model, zoo
-from faithbench.models.data import mnist_splits
+from faithbench.models.data.mnist import mnist_splits
 
 FAST = {
     "lime": {"n_samples": 30, "segmentation": "slic"},
@@ -33,7 +33,7 @@ EXPECTED_REFUSALS = {
     ("aloe_vit_mnist", "deeplift"),
 }
 
-# The test bed's models (models/catalog.py TEST_BED) refuse what their kind refuses.
+# The test bed's models (models/zoo/catalog.py TEST_BED) refuse what their kind refuses.
 _TEST_BED_REFUSALS = {
     "cnn_gap_mnist": ("native", "native_normalised", "attention_rollout"),
     "bcosified_cnn_gap_mnist": ("attention_rollout",),

@@ -14,8 +14,8 @@ from faithbench.bench.report.build import report
 from faithbench.bench.run import identity, runner
 from faithbench.bench.run.suite import build_suite
 from faithbench.models.adapter import ModelAdapter
-from faithbench.models.architectures import bcos_digit_cnn
 from faithbench.models.encoding import bcos_inverse
+from faithbench.models.nets.architectures import bcos_digit_cnn
 
 
 class GradientCopy(Gradient):

@@ -18,9 +18,9 @@ from faithbench.metrics.completeness import (
 )
 from faithbench.metrics.spec import Unit
 from faithbench.models.adapter import ModelAdapter
-from faithbench.models.architectures import ConvDigitNet, bcos_digit_vit
 from faithbench.models.bcosify import bcosify
 from faithbench.models.encoding import bcos_inverse, normalized
+from faithbench.models.nets.architectures import ConvDigitNet, bcos_digit_vit
 from tests.helpers import bcosified_digit_vit, small_cnn
 
 GEN = torch.Generator().manual_seed(0)

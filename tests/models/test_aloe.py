@@ -5,12 +5,12 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from faithbench.models.aloe import AlignmentConfig, aligned_depths, alignment_loss
-from faithbench.models.architectures import digit_vit
 from faithbench.models.bcosify import bcosify
-from faithbench.models.catalog import RECIPES
-from faithbench.models.data import MNIST_MEAN, MNIST_STD
+from faithbench.models.data.mnist import MNIST_MEAN, MNIST_STD
 from faithbench.models.encoding import bcos_inverse, normalized
+from faithbench.models.nets.aloe import AlignmentConfig, aligned_depths, alignment_loss
+from faithbench.models.nets.architectures import digit_vit
+from faithbench.models.zoo.catalog import RECIPES
 
 
 def test_local_term_sums_over_three_depths_by_default_and_averages_on_request():

@@ -5,9 +5,9 @@ import torch
 from bcos.common import explanation_mode
 from bcos.modules import BcosLinear
 
-from faithbench.models.bcos_text import bcos_text_transformer
-from faithbench.models.hf_checkpoints import load_tokenizer
-from faithbench.models.text_models import TextTransformer, minilm_classifier
+from faithbench.models.checkpoints.hf import load_tokenizer
+from faithbench.models.nets.bcos_text import bcos_text_transformer
+from faithbench.models.nets.text import TextTransformer, minilm_classifier
 
 
 def small(seed: int = 0) -> TextTransformer:

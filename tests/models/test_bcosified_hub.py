@@ -10,7 +10,7 @@ import torch
 
 from faithbench.attributions import get_method
 from faithbench.errors import UserError
-from faithbench.models import bcosified_hub as bh
+from faithbench.models.checkpoints import bcosified_hub as bh
 from faithbench.models.registry import MODELS, load_model
 
 VIT_METHODS = ("attnlrp", "chefer_cam", "attention_rollout")

@@ -9,13 +9,13 @@ from bcos.modules import BcosConv2d, BcosLinear
 from torch import nn
 
 from faithbench.models.adapter import input_x_gradient
-from faithbench.models.architectures import GapDigitNet, bcos_digit_vit, bcos_gap_cnn, digit_vit
 from faithbench.models.bcosify import bcosify, classify_before_pooling
-from faithbench.models.data import MNIST_MEAN, MNIST_STD
+from faithbench.models.data.mnist import MNIST_MEAN, MNIST_STD
 from faithbench.models.encoding import bcos_inverse, normalized
-from faithbench.models.recipes import bce_loss
-from faithbench.models.training import classification_loss
-from faithbench.models.vit_heads import TokenClassifierViT
+from faithbench.models.nets.architectures import GapDigitNet, bcos_digit_vit, bcos_gap_cnn, digit_vit
+from faithbench.models.nets.vit_heads import TokenClassifierViT
+from faithbench.models.zoo.recipes import bce_loss
+from faithbench.models.zoo.training import classification_loss
 from tests.models.test_native import images
 
 # Two positions of a 2-channel feature map: the explained class's evidence (x_L, along its weight [1, 0]) and
@@ -141,7 +141,7 @@ def test_bce_uniform_puts_one_over_c_on_the_other_classes():
 
 
 def test_every_vision_bcos_recipe_records_its_target_encoding():
-    from faithbench.models.catalog import RECIPES
+    from faithbench.models.zoo.catalog import RECIPES
 
     vision_bcos = [r for _, r in RECIPES.items() if r.modality == "image" and r.family in ("bcos", "bcosified", "aloe")]
     assert len(vision_bcos) >= 12

@@ -7,14 +7,14 @@ import torch
 import transformers
 
 from faithbench.errors import UserError
-from faithbench.models.bcos_text import bcos_text_transformer
-from faithbench.models.hf_checkpoints import (
+from faithbench.models.checkpoints.hf import (
     CHECKPOINTS,
     from_hf_model,
     geometry,
     pretrained_transformer,
     tokenizer_file,
 )
+from faithbench.models.nets.bcos_text import bcos_text_transformer
 from faithbench.models.text_encoding import Vocabulary
 from tests.models.test_bcos_text import token_contributions
 
@@ -156,7 +156,7 @@ def cache_checkpoint(hf_home, repo: str, model, tokenizer_json) -> None:
 
 
 def test_a_cached_checkpoint_is_read_offline_and_checked_against_the_published_geometry(monkeypatch, tmp_path):
-    from faithbench.models.text_models import minilm_folder
+    from faithbench.models.nets.text import minilm_folder
 
     offline(monkeypatch, tmp_path)
     monkeypatch.delenv("HF_HUB_OFFLINE")  # require() finds it cached and sets the offline variables itself
@@ -197,7 +197,7 @@ def test_zoo_text_builds_no_gpu_preset_and_no_checkpoint_recipe(monkeypatch, cap
 
 
 def test_every_offline_text_recipe_starts_from_weights_that_fit_its_architecture():
-    from faithbench.models.text_zoo import TEXT_RECIPES, starting_point
+    from faithbench.models.zoo.text import TEXT_RECIPES, starting_point
 
     for recipe in TEXT_RECIPES:
         if not recipe.downloads:

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from faithbench.errors import UserError
-from faithbench.models import hf_text
+from faithbench.models.data import hf as hf_text
 
 
 def test_missing_data_set_offline_is_one_line_naming_it(monkeypatch, tmp_path):

@@ -14,7 +14,7 @@ from torch import nn
 
 from faithbench.attributions import get_method
 from faithbench.errors import UserError
-from faithbench.models import hub
+from faithbench.models.checkpoints import hub
 from faithbench.models.registry import MODELS, load_model
 
 VIT_METHODS = ("attnlrp", "chefer_cam", "attention_rollout")

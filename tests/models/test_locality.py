@@ -3,7 +3,14 @@
 import pytest
 import torch
 
-from faithbench.models.locality import blanked_grids, cell_checks, distinct_class_grids, locality, tile, windowed_logits
+from faithbench.models.zoo.locality import (
+    blanked_grids,
+    cell_checks,
+    distinct_class_grids,
+    locality,
+    tile,
+    windowed_logits,
+)
 
 SIDE = 4  # px of one "digit"
 VALUES = torch.arange(1, 11) / 10  # class k is a constant patch of value (k + 1) / 10; background is 0

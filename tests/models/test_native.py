@@ -9,10 +9,10 @@ from bcos.common import explanation_mode
 from torch import nn
 
 from faithbench.models.adapter import ModelAdapter, input_x_gradient
-from faithbench.models.architectures import ConvDigitNet, bcos_digit_cnn, ccexam_mnist_cnn, digit_vit
 from faithbench.models.bcosify import DetachableGELU, bcosify
-from faithbench.models.data import MNIST_MEAN, MNIST_STD
+from faithbench.models.data.mnist import MNIST_MEAN, MNIST_STD
 from faithbench.models.encoding import bcos_inverse, normalized
+from faithbench.models.nets.architectures import ConvDigitNet, bcos_digit_cnn, ccexam_mnist_cnn, digit_vit
 from tests.helpers import bcosified_digit_vit
 
 GEN = torch.Generator().manual_seed(0)

@@ -10,13 +10,13 @@ from bcos.modules import BcosConv2d, BcosLinear
 from torch import nn
 
 from faithbench.models import zoo
-from faithbench.models.architectures import GapDigitNet, bcos_digit_cnn, bcos_digit_vit, bcos_gap_cnn
 from faithbench.models.bcosify import bcosify
-from faithbench.models.catalog import RECIPES
-from faithbench.models.data import MNIST_MEAN, MNIST_STD, Split
+from faithbench.models.data.mnist import MNIST_MEAN, MNIST_STD, Split
 from faithbench.models.encoding import bcos_inverse, normalized
-from faithbench.models.recipes import bcos_cnn, bcosified
-from faithbench.models.training import accuracy, random_placement, train_classifier
+from faithbench.models.nets.architectures import GapDigitNet, bcos_digit_cnn, bcos_digit_vit, bcos_gap_cnn
+from faithbench.models.zoo.catalog import RECIPES
+from faithbench.models.zoo.recipes import bcos_cnn, bcosified
+from faithbench.models.zoo.training import accuracy, random_placement, train_classifier
 from tests.models.test_native import _LeafPositionalEmbedding, images
 
 
@@ -140,7 +140,7 @@ def test_the_per_epoch_held_out_log_does_not_change_the_weights():
 
 def test_training_bars_follow_tqdm_disable_set_after_import(monkeypatch):
     """--no-progress sets TQDM_DISABLE after tqdm was imported, which tqdm itself never reads again."""
-    from faithbench.models.training import progress_bar
+    from faithbench.models.zoo.training import progress_bar
 
     monkeypatch.setenv("TQDM_DISABLE", "1")
     assert progress_bar(total=3).disable

@@ -2,7 +2,7 @@
 
 import pytest
 
-from faithbench.models.text_data import BBC_CLASSES, RT_CLASSES, bbc_news, rotten_tomatoes
+from faithbench.models.data.text import BBC_CLASSES, RT_CLASSES, bbc_news, rotten_tomatoes
 
 
 @pytest.mark.parametrize(

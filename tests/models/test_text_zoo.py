@@ -4,9 +4,9 @@ import pytest
 import torch
 from torch import nn
 
-from faithbench.models import text_zoo
-from faithbench.models.catalog import RECIPES
-from faithbench.models.text_training import Plateau
+from faithbench.models.zoo import text as text_zoo
+from faithbench.models.zoo.catalog import RECIPES
+from faithbench.models.zoo.text_training import Plateau
 
 
 class Scripted(nn.Module):

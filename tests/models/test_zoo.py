@@ -9,8 +9,8 @@ from torch import nn
 
 from faithbench.errors import UserError
 from faithbench.models import MODELS, load_model, zoo
-from faithbench.models.training import BUILD_THREADS
 from faithbench.models.zoo import Recipe
+from faithbench.models.zoo.training import BUILD_THREADS
 
 
 def tiny_recipe(calls: list, lr: float = 0.5) -> Recipe:
@@ -156,7 +156,7 @@ def test_pretrained_downloads_fail_offline_with_a_clear_message(monkeypatch, nam
 def test_the_build_thread_count_can_be_set_on_purpose(monkeypatch):
     """FAITHBENCH_BUILD_THREADS builds a zoo under other numerics (e.g. to test that nothing depends on one build's
     bits); anything but a positive whole number is refused."""
-    from faithbench.models.training import build_numerics, build_threads
+    from faithbench.models.zoo.training import build_numerics, build_threads
 
     monkeypatch.setenv("FAITHBENCH_BUILD_THREADS", "1")
     with build_numerics() as numerics:

@@ -12,7 +12,7 @@ from bcos.models.vit import SimpleViT
 
 from faithbench.metrics.gridpg import get_preset, make_grids, select_grids
 from faithbench.models import load_model, zoo
-from faithbench.models.data import mnist_splits
+from faithbench.models.data.mnist import mnist_splits
 from tests.models.test_native import _LeafPositionalEmbedding
 
 MIN_ACCURACY = {

@@ -13,7 +13,7 @@ from bcos.modules import BcosConv2d, BcosLinear, LogitLayer
 from bcos.modules.norms import BatchNormUncentered2d, DetachableLayerNorm, NoBias
 from torch import Tensor, nn
 
-from faithbench.models.vit_heads import TokenClassifierViT
+from faithbench.models.nets.vit_heads import TokenClassifierViT
 
 
 class ConvDigitNet(nn.Module):
@@ -187,7 +187,7 @@ def bcos_digit_vit(
     on the [x, 1 - x] input with B-cos linear layers (B = 2), bias-free detachable LayerNorm, no MLP
     activation, plain q/k/v, and the logit bias -log(C - 1); the geometry of :func:`digit_vit`.
     ``classifier_before_pooling``: the head classifies every token, then the tokens are averaged
-    (:class:`~faithbench.models.vit_heads.TokenClassifierViT`); otherwise SimpleViT's mean, then the head."""
+    (:class:`~faithbench.models.nets.vit_heads.TokenClassifierViT`); otherwise SimpleViT's mean, then the head."""
     vit = _digit_simple_vit(
         channels,
         num_classes,

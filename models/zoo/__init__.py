@@ -1,7 +1,7 @@
 """The offline model zoo: real MNIST digits, a real pretrained CNN, and the models built from them.
 
-A zoo model is one entry of :mod:`faithbench.models.catalog` (add yours there), built by a factory of
-:mod:`faithbench.models.recipes`; this module hashes, caches and builds them.
+A zoo model is one entry of :mod:`faithbench.models.zoo.catalog` (add yours there), built by a factory of
+:mod:`faithbench.models.zoo.recipes`; this module hashes, caches and builds them.
 
 Every recipe is deterministic (seeded) and cached as a checkpoint named by a content hash of the
 recipe (its parameters, the hashes of the recipes it builds on, the zoo version). A checkpoint
@@ -23,10 +23,10 @@ from torch import nn
 
 from faithbench.io import atomic_torch_save
 from faithbench.models.adapter import state_sha256
-from faithbench.models.catalog import RECIPES
-from faithbench.models.data import mnist_splits
-from faithbench.models.recipes import BCOS, STANDARD, Recipe
-from faithbench.models.training import accuracy, build_numerics
+from faithbench.models.data.mnist import mnist_splits
+from faithbench.models.zoo.catalog import RECIPES
+from faithbench.models.zoo.recipes import BCOS, STANDARD, Recipe
+from faithbench.models.zoo.training import accuracy, build_numerics
 
 __all__ = ["BCOS", "RECIPES", "STANDARD", "ZOO_VERSION", "Recipe", "build", "cache_dir", "recipe_hash"]
 

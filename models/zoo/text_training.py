@@ -8,7 +8,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from faithbench.models.training import progress_bar, training_step
+from faithbench.models.zoo.training import progress_bar, training_step
 
 
 def text_logits(model: nn.Module, ids: Tensor, pad: int) -> Tensor:

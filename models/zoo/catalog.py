@@ -1,13 +1,13 @@
-"""The offline zoo's entries: every model is one ``Recipe`` in ``RECIPES`` (built by :mod:`faithbench.models.recipes`'
-code and factories, hashed, cached and built by :mod:`faithbench.models.zoo`)."""
+"""The offline zoo's entries: every model is one ``Recipe`` in ``RECIPES`` (built by
+:mod:`faithbench.models.zoo.recipes`' code and factories, hashed, cached and built by :mod:`faithbench.models.zoo`)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
 
-from faithbench.models.aloe import AlignmentConfig
-from faithbench.models.architectures import ConvDigitNet, GapDigitNet, bcos_digit_vit, ccexam_mnist_cnn, digit_vit
-from faithbench.models.recipes import (
+from faithbench.models.nets.aloe import AlignmentConfig
+from faithbench.models.nets.architectures import ConvDigitNet, GapDigitNet, bcos_digit_vit, ccexam_mnist_cnn, digit_vit
+from faithbench.models.zoo.recipes import (
     BCE_LOGIT_BIAS,
     BCOS,
     STANDARD,
@@ -20,7 +20,7 @@ from faithbench.models.recipes import (
     from_scratch,
     no_training,
 )
-from faithbench.models.text_zoo import TEXT_RECIPES
+from faithbench.models.zoo.text import TEXT_RECIPES
 from faithbench.registry import Registry
 
 CANVAS = 36  # GAP models train on digits placed at random on a 36 px black canvas (translation, background)

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from faithbench.models.adapter import predict_logits
-from faithbench.models.data import Split
+from faithbench.models.data.mnist import Split
 
 Encode = Callable[[Tensor], Tensor]
 

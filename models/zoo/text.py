@@ -3,7 +3,7 @@ offline Rotten Tomatoes and BBC News data, or from BERT-family checkpoints on Hu
 
 The conventional classifier starts from the pretrained encoder (MiniLM: its first ``depth`` blocks) with a new
 classifier and trains with cross-entropy. Its B-cos counterpart follows the B-cos LM seed: the same
-pretrained weights converted (:func:`faithbench.models.bcos_text.bcos_text_transformer`: every bias removed, B-cos
+pretrained weights converted (:func:`faithbench.models.nets.bcos_text.bcos_text_transformer`: every bias removed, B-cos
 linear layers of the given B, tanh removed) and fine-tuned with one-hot binary cross-entropy. AdamW,
 linear decay to 0, shuffled batches of sentences padded per batch, all seeded; CPU-sized defaults, and GPU
 presets with the paper's settings (5 epochs at lr 2e-5, batch 16).
@@ -16,14 +16,14 @@ from functools import lru_cache, partial
 import torch
 from torch import Tensor, nn
 
-from faithbench.models.bcos_text import bcos_text_transformer
-from faithbench.models.hf_checkpoints import CHECKPOINTS, pretrained_transformer
-from faithbench.models.hf_text import HF_DATASETS, load_hf_split
-from faithbench.models.recipes import Recipe
-from faithbench.models.text_data import BBC_CLASSES, bbc_news, rotten_tomatoes
+from faithbench.models.checkpoints.hf import CHECKPOINTS, pretrained_transformer
+from faithbench.models.data.hf import HF_DATASETS, load_hf_split
+from faithbench.models.data.text import BBC_CLASSES, bbc_news, rotten_tomatoes
+from faithbench.models.nets.bcos_text import bcos_text_transformer
+from faithbench.models.nets.text import WORDPIECE, TextTransformer, minilm_classifier
 from faithbench.models.text_encoding import tokenize, vocabulary
-from faithbench.models.text_models import WORDPIECE, TextTransformer, minilm_classifier
-from faithbench.models.text_training import Plateau, text_logits, train_text_classifier
+from faithbench.models.zoo.recipes import Recipe
+from faithbench.models.zoo.text_training import Plateau, text_logits, train_text_classifier
 
 DATASET = "rotten-tomatoes"
 OFFLINE_DATA = {DATASET: rotten_tomatoes, "bbc-news": bbc_news}  # name -> loader; others: Hugging Face data sets
@@ -157,7 +157,7 @@ def text_recipe(
 ) -> Recipe:
     """A conventional (``b`` None) or B-cos sentiment / topic classifier: MiniLM's first ``depth`` blocks on
     Rotten Tomatoes (offline), or a BERT-family ``checkpoint`` on a Hugging Face ``dataset`` (both from the
-    Hugging Face cache: :mod:`faithbench.models.hf_checkpoints`, :mod:`faithbench.models.hf_text`). ``gpu``: a GPU
+    Hugging Face cache: :mod:`faithbench.models.checkpoints.hf`, :mod:`faithbench.models.data.hf`). ``gpu``: a GPU
     preset, built only
     when named. ``plateau`` (``{"min_delta": ..., "patience": ...}``): ``epochs`` is then a budget, and training
     stops once validation accuracy plateaus (:class:`Plateau`)."""

@@ -27,7 +27,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from faithbench.errors import check_choice
-from faithbench.models.training import progress_bar
+from faithbench.models.zoo.training import progress_bar
 
 LOCAL_REDUCTIONS = ("sum", "mean")
 

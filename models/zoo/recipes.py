@@ -1,6 +1,6 @@
 """How zoo models are built: the ``Recipe`` record, the training code, and recipe factories.
 
-The zoo's entries themselves are data in :mod:`faithbench.models.catalog`. A recipe's ``params`` are hashed
+The zoo's entries themselves are data in :mod:`faithbench.models.zoo.catalog`. A recipe's ``params`` are hashed
 into its checkpoint name (see :mod:`faithbench.models.zoo`), so they hold every setting its training reads.
 Families of recipes share code through factories:
 :func:`from_scratch` (train a fresh architecture), :func:`bcosified` (B-cosify a trained zoo model and
@@ -17,15 +17,15 @@ from functools import partial
 
 from torch import nn
 
-from faithbench.models.aloe import AlignmentConfig, align
-from faithbench.models.architectures import (
+from faithbench.models.bcosify import bcosify
+from faithbench.models.data.mnist import MNIST_MEAN, MNIST_STD, mnist_splits
+from faithbench.models.encoding import InputEncoding, bcos_inverse, normalized
+from faithbench.models.nets.aloe import AlignmentConfig, align
+from faithbench.models.nets.architectures import (
     bcos_digit_cnn,
     bcos_gap_cnn,
 )
-from faithbench.models.bcosify import bcosify
-from faithbench.models.data import MNIST_MEAN, MNIST_STD, mnist_splits
-from faithbench.models.encoding import InputEncoding, bcos_inverse, normalized
-from faithbench.models.training import accuracy, train_classifier
+from faithbench.models.zoo.training import accuracy, train_classifier
 
 STANDARD = normalized(MNIST_MEAN, MNIST_STD)
 BCOS = bcos_inverse(1)

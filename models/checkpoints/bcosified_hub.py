@@ -45,8 +45,15 @@ from torchvision.models.resnet import BasicBlock, Bottleneck
 from faithbench.errors import UserError
 from faithbench.models.adapter import ModelAdapter
 from faithbench.models.bcosify import bcosify, linear_as_conv1x1
+from faithbench.models.checkpoints.hub import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    _first_line,
+    _seeded_build,
+    _torch_hub_hint,
+    logit_bias,
+)
 from faithbench.models.encoding import bcos_inverse
-from faithbench.models.hub import IMAGENET_MEAN, IMAGENET_STD, _first_line, _seeded_build, _torch_hub_hint, logit_bias
 
 RELEASE_PAGE = "https://github.com/shrebox/B-cosification/releases/tag/v0.0.1-checkpoints"
 LICENCE = "Apache-2.0 code; ImageNet-trained weights (ImageNet terms: non-commercial research)"

