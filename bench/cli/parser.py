@@ -22,7 +22,8 @@ def config_options() -> list[tuple[str, str, str, object]]:
     return options
 
 
-def _table_overrides(args: argparse.Namespace) -> dict[str, dict]:
+def table_overrides(args: argparse.Namespace) -> dict[str, dict]:
+    """The metric settings given by their command-line shorthands, as suite tables."""
     tables: dict[str, dict] = {}
     for table, key, _, _ in config_options():
         value = getattr(args, f"cfg_{table}_{key}", None)

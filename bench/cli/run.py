@@ -10,7 +10,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from faithbench.bench.cli.parser import config_options
+from faithbench.bench.cli.parser import table_overrides
 from faithbench.bench.report.build import leaderboard, report, to_text
 from faithbench.bench.run.runner import Terminated, run
 from faithbench.bench.run.suite import load_suite, with_overrides
@@ -32,15 +32,6 @@ def no_progress_bars(disable: bool) -> Iterator[None]:
             os.environ["TQDM_DISABLE"] = old
 
 
-def _table_overrides(args: argparse.Namespace) -> dict[str, dict]:
-    tables: dict[str, dict] = {}
-    for table, key, _, _ in config_options():
-        value = getattr(args, f"cfg_{table}_{key}", None)
-        if value is not None:
-            tables.setdefault(table, {})[key] = value
-    return tables
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     suite = with_overrides(
         load_suite(args.suite),
@@ -53,7 +44,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         max_batch=args.max_batch,
         data_root=args.data_root,
         dataset="imagefolder" if args.data_root else None,
-        tables=_table_overrides(args),
+        tables=table_overrides(args),
         controls=[] if args.no_controls else None,
     )
     out = Path(args.out or Path("runs") / suite.name)
