@@ -1,3 +1,3 @@
 from faithbench.bench.cli import main
 
-raise SystemExit(main())
+raise SystemExit(main(prog="python -m faithbench"))

@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -155,3 +156,15 @@ def test_a_random_torchvision_vit_b_16_runs_the_transformer_methods_through_benc
     assert set(rows["model"]) == {"vit_b_16_random"}
     assert set(rows["method"]) == {"attnlrp", "chefer_cam", "attention_rollout"}
     assert rows.loc[rows["metric"] == "entropy", "mean"].notna().all()
+
+
+def test_usage_names_the_way_the_command_line_was_started(tmp_path):
+    for argv, name in (
+        ([sys.executable, "-m", "bench"], "python -m bench"),
+        ([sys.executable, "-m", "faithbench"], "python -m faithbench"),
+        ([str(Path(sys.executable).with_name("faithbench"))], "faithbench"),
+    ):
+        if not Path(argv[0]).exists():
+            continue  # the console script lives beside the interpreter only in an installed environment
+        proc = subprocess.run([*argv, "--help"], capture_output=True, text=True, cwd=tmp_path)
+        assert proc.returncode == 0 and proc.stdout.startswith(f"usage: {name} "), proc.stdout[:80]

@@ -29,12 +29,15 @@ def command(name: str) -> Callable:
     return getattr(importlib.import_module(module), function)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """Run one command. User errors print one line (exit 2); anything else is a bug or an environment
-    problem and shows its traceback (``--debug`` shows it for user errors too)."""
+    problem and shows its traceback (``--debug`` shows it for user errors too). ``prog``: the name the usage
+    lines show (default: ``faithbench`` for the console script, else ``python -m bench``)."""
     # Captum announces every hook it sets on activations; a long run would repeat it thousands of times.
     warnings.filterwarnings("ignore", message="Setting .*hooks", category=UserWarning)
-    args = build_parser().parse_args(argv)
+    if prog is None:
+        prog = "faithbench" if os.path.basename(sys.argv[0]) == "faithbench" else "python -m bench"
+    args = build_parser(prog).parse_args(argv)
     debug = args.debug or os.environ.get("FAITHBENCH_DEBUG", "") not in ("", "0")
     try:
         return command(args.command)(args)

@@ -36,10 +36,8 @@ def _csv(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench", description="faithbench: faithfulness and localisation of explanations"
-    )
+def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="faithbench: faithfulness and localisation of explanations")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--debug", action="store_true", help="show the full traceback of every error (also: FAITHBENCH_DEBUG=1)"
