@@ -18,6 +18,9 @@ B-cos ViT AttnLRP with ``linear_gamma = conv_gamma = 0`` is therefore W(x)x.
 
 lxt patches classes (``torch.nn.LayerNorm.forward``, zennit's ``BasicHook``...) process-wide; the
 patches live only for the call and are undone after it, so every other method sees the stock modules.
+lxt 2.1's package initialisers import its copies of transformers 4's BERT and LLM code, which fail under
+transformers 5 (removed names); the ViT recipe needs none of it, so :func:`lxt_modules` loads the modules it
+needs on their own when that import fails (the same code, with either major of transformers).
 Conservation: relevance is conserved layer by layer except for what biases absorb, the positional
 embedding and [CLS] token (constants, not pixels) and the Gamma rule's stabiliser; the rows' ``claim``
 is the logit, and the ``completeness_gap`` metric measures the rest.
@@ -26,8 +29,12 @@ is the logit, and the ``completeness_gap`` metric measures the rest.
 from __future__ import annotations
 
 import contextlib
+import importlib
+import importlib.util
+import sys
 import warnings
 from collections.abc import Iterator
+from types import ModuleType
 from typing import ClassVar
 
 import torch
@@ -41,20 +48,47 @@ from faithbench.models.adapter import ModelAdapter
 _PATCHED_ATTRIBUTES = ("forward", "backward", "original_forward")
 
 
+def lxt_modules() -> tuple[ModuleType, ModuleType]:
+    """lxt's zennit patch and its torchvision-ViT recipe (``lxt.efficient.zennit_patches``,
+    ``lxt.efficient.models.vit_torch``). If lxt's package initialisers fail (transformers 5), the two modules and
+    what they import (``patches``, ``rules``) are loaded under their own names with their packages' initialisers
+    skipped; the unexecuted package shells leave ``sys.modules`` again, so a later ``import lxt.efficient``
+    behaves as it would without faithbench."""
+    try:
+        from lxt.efficient import zennit_patches
+        from lxt.efficient.models import vit_torch
+
+        return zennit_patches, vit_torch
+    except ImportError:
+        pass
+    shells = []
+    for package in ("lxt.efficient", "lxt.efficient.models"):
+        if package not in sys.modules:
+            sys.modules[package] = importlib.util.module_from_spec(importlib.util.find_spec(package))
+            shells.append(package)
+    try:
+        return importlib.import_module("lxt.efficient.zennit_patches"), importlib.import_module(
+            "lxt.efficient.models.vit_torch"
+        )
+    finally:
+        for package in shells:
+            sys.modules.pop(package, None)
+
+
 @contextlib.contextmanager
 def lxt_rules() -> Iterator[None]:
     """lxt's ViT patches (GELU, LayerNorm, MultiheadAttention) and its zennit patch, undone on exit."""
-    from lxt.efficient import monkey_patch, monkey_patch_zennit
-    from lxt.efficient.models import vit_torch
     from zennit.core import BasicHook
 
+    zennit_patches, vit_torch = lxt_modules()
     classes = [*vit_torch.cp_LRP, BasicHook]
     saved = {cls: {a: cls.__dict__[a] for a in _PATCHED_ATTRIBUTES if a in cls.__dict__} for cls in classes}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # lxt warns when a class is patched already (nested calls)
-            monkey_patch(vit_torch.vision_transformer, patch_map=vit_torch.cp_LRP)
-            monkey_patch_zennit()
+            for target, patch in vit_torch.cp_LRP.items():  # lxt's monkey_patch with this map (False: patched already)
+                patch(target)
+            zennit_patches.monkey_patch_zennit()
         yield
     finally:
         for cls, attrs in saved.items():

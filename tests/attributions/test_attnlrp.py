@@ -238,3 +238,43 @@ def test_gamma_zero_on_a_bias_free_bcos_vit_is_the_native_explanation():
     torch.testing.assert_close(lrp0, native, rtol=1e-4, atol=1e-4)
     gamma = get_method("attnlrp").attribute(model, x, targets)
     assert not torch.allclose(gamma, native, rtol=1e-3, atol=1e-3)  # the Gamma rule does change the map
+
+
+LXT_BROKEN = """
+import sys, torch
+if {broken}:
+    sys.modules["lxt.efficient.models.bert"] = None  # lxt's BERT copy fails to import (as under transformers 5)
+from tests.attributions.test_attnlrp import torchvision_vit
+from faithbench.attributions import get_method
+model = torchvision_vit(bias=False)
+x = torch.rand(2, 3, 32, 32)
+maps = get_method("attnlrp").attribute(model, x, torch.tensor([1, 3]))
+torch.save({{"x": x, "maps": maps}}, sys.argv[1])
+import importlib
+try:
+    importlib.import_module("lxt.efficient")
+    print("lxt.efficient imports")
+except ImportError:
+    print("lxt.efficient fails")
+"""
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_attnlrp_works_when_lxts_package_initialisers_fail(tmp_path, broken):
+    """Under transformers 5 lxt 2.1's ``lxt.efficient`` cannot be imported (its BERT copy needs removed names);
+    AttnLRP loads the ViT recipe's modules on their own and gives the same maps, and leaves no half-made
+    ``lxt.efficient`` behind (a later import of it fails or works exactly as without faithbench)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / f"maps_{broken}.pt"
+    proc = subprocess.run(
+        [sys.executable, "-c", LXT_BROKEN.format(broken=broken), str(out)], capture_output=True, text=True, cwd=root
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == ("lxt.efficient fails" if broken else "lxt.efficient imports")
+    saved = torch.load(out)
+    expected = get_method("attnlrp").attribute(torchvision_vit(bias=False), saved["x"], torch.tensor([1, 3]))
+    assert torch.allclose(saved["maps"], expected, atol=1e-6) and saved["maps"].abs().sum() > 0
