@@ -211,8 +211,9 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
             f"{where} the zoo models {', '.join(zoo)} classify 28 px MNIST digits; with dataset "
             f"{dataset.name!r} choose pretrained models, e.g. --models resnet18,bcos_resnet18"
         )
-    if dataset.zoo and len(zoo) < len(models):
-        other = [m for m in models if m not in zoo]
+    own = [m for m in models if MODELS.get(m).source == "user"]  # wrap_model: the user knows what it reads
+    if dataset.zoo and len(zoo) + len(own) < len(models):
+        other = [m for m in models if m not in zoo and m not in own]
         raise UserError(
             f"{where} models {', '.join(other)} need real data: pass --data-root (an ImageNet-style folder)"
         )

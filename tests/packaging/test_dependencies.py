@@ -13,9 +13,9 @@ OWN = {"faithbench", "bench", "metrics", "models", "attributions"}
 # Imported only through a library that declares it (captum's SkLearnRidge imports sklearn lazily).
 INDIRECT = {"scikit-learn"}
 # Imported inside a guard that degrades gracefully (``bench perf`` skips its Quantus rows with a note; the
-# Hugging Face data sets say which extra to install);
+# Hugging Face data sets and faithbench.timm_model say which extra to install);
 # must be declared in an extra.
-OPTIONAL = {"quantus", "datasets"}
+OPTIONAL = {"quantus", "datasets", "timm"}
 
 
 def _declared() -> set[str]:

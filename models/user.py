@@ -1,0 +1,125 @@
+"""Your own model: wrap a torch image classifier as a :class:`ModelAdapter` and register it by name, so that suites,
+the runner and the command line treat it like any built-in model.
+
+    net = torchvision.models.resnet18(num_classes=10)
+    net.load_state_dict(torch.load("my_weights.pt"))
+    wrap_model(net, name="my_resnet18", input_size=(224, 224), mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+
+A suite (or :func:`faithbench.benchmark`) then names ``"my_resnet18"``. :func:`torchvision_model` and
+:func:`timm_model` build an architecture by name with the weights of a local file (a state dict), or seeded random
+weights when none is given (to try the mechanics offline).
+"""
+
+from __future__ import annotations
+
+from importlib.util import find_spec
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from faithbench.errors import UserError
+from faithbench.models.adapter import FAMILIES, ModelAdapter, ModelSpec
+from faithbench.models.encoding import InputEncoding, normalized
+from faithbench.models.registry import MODELS
+
+SOURCE = "user"
+
+
+def wrap_model(
+    module: nn.Module,
+    *,
+    name: str,
+    input_size: tuple[int, int],
+    mean: tuple[float, ...] | None = None,
+    std: tuple[float, ...] | None = None,
+    channels: int = 3,
+    num_classes: int | None = None,
+    family: str = "standard",
+    is_vit: bool = False,
+    conv_layer: str | None = None,
+    description: str = "",
+) -> ModelAdapter:
+    """Register ``module`` (images in [0, 1], normalised by ``mean`` / ``std`` when given, -> logits) as model
+    ``name`` and return its adapter. ``num_classes``: read from one forward pass when None. ``conv_layer``: the
+    dotted name of the block GradCAM reads (None: GradCAM is skipped for this model). A name registered by an
+    earlier call is replaced; a built-in model's name is refused."""
+    if family not in FAMILIES:
+        raise UserError(f"unknown model family {family!r}; valid families: {', '.join(FAMILIES)}")
+    if name in MODELS and MODELS.get(name).source != SOURCE:
+        raise UserError(f"model name {name!r} is taken by a built-in model; choose another name")
+    if (mean is None) != (std is None):
+        raise UserError("give both mean and std (the input normalisation), or neither")
+    if conv_layer is not None and conv_layer not in dict(module.named_modules()):
+        raise UserError(f"conv_layer {conv_layer!r} is not a sub-module of the model (see model.named_modules())")
+    encoding = normalized(tuple(mean), tuple(std)) if mean is not None else InputEncoding("identity", channels)
+    module = module.eval()
+    if num_classes is None:
+        device = next(module.parameters()).device
+        with torch.no_grad():
+            num_classes = int(
+                module(encoding(torch.zeros(1, encoding.image_channels, *input_size, device=device))).shape[-1]
+            )
+    adapter = ModelAdapter(
+        name=name,
+        family=family,
+        module=module,
+        encoding=encoding,
+        num_classes=num_classes,
+        input_size=tuple(input_size),
+        is_vit=is_vit,
+        conv_layer=conv_layer,
+        description=description or f"user model {type(module).__name__}",
+        info={"source": SOURCE},
+    )
+    if name in MODELS:
+        MODELS.unregister(name)
+    MODELS.register(name, ModelSpec(name, family, SOURCE, adapter.description, lambda device="cpu": adapter.to(device)))
+    return adapter
+
+
+def _weights(module: nn.Module, weights: str | Path | None, seed: int) -> nn.Module:
+    if weights is None:
+        return module  # built under torch.manual_seed(seed) by the caller: seeded random weights
+    path = Path(weights)
+    if not path.is_file():
+        raise UserError(f"weights file {path} does not exist")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # a corrupt or foreign file: one line that names it
+        raise UserError(f"cannot read weights file {path} ({type(exc).__name__}: {exc})") from None
+    state = state.get("state_dict", state) if isinstance(state, dict) else state
+    try:
+        module.load_state_dict(state)
+    except RuntimeError as exc:
+        first = str(exc).splitlines()[0]
+        raise UserError(f"weights file {path} does not fit the architecture: {first}") from None
+    return module
+
+
+def torchvision_model(
+    arch: str, *, num_classes: int, weights: str | Path | None = None, seed: int = 0, **kwargs
+) -> nn.Module:
+    """``torchvision.models.<arch>(num_classes=...)`` with the state dict in ``weights`` (None: random, ``seed``)."""
+    import torchvision
+
+    if arch not in torchvision.models.list_models(module=torchvision.models):
+        valid = ", ".join(torchvision.models.list_models(module=torchvision.models)[:8])
+        raise UserError(
+            f"unknown torchvision architecture {arch!r}; e.g. {valid}, ... (torchvision.models.list_models())"
+        )
+    torch.manual_seed(seed)
+    return _weights(torchvision.models.get_model(arch, weights=None, num_classes=num_classes, **kwargs), weights, seed)
+
+
+def timm_model(arch: str, *, num_classes: int, weights: str | Path | None = None, seed: int = 0, **kwargs) -> nn.Module:
+    """``timm.create_model(arch, num_classes=...)`` with the state dict in ``weights`` (None: random, ``seed``).
+    Needs timm (``pip install timm``)."""
+    if find_spec("timm") is None:
+        raise UserError("timm models need timm: pip install timm (or the extra: pip install -e '.[timm]')")
+    import timm
+
+    if not timm.list_models(arch):
+        raise UserError(f"unknown timm architecture {arch!r} (see timm.list_models())")
+    torch.manual_seed(seed)
+    return _weights(timm.create_model(arch, pretrained=False, num_classes=num_classes, **kwargs), weights, seed)

@@ -1,0 +1,104 @@
+"""Your own model in a few lines: the README's Python example runs as written; architectures by name with weights
+from a local file (torchvision; timm when installed); the command-line path through a suite's plugin; and one-line
+errors for a wrong file, name or geometry."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import faithbench
+from faithbench.errors import UserError
+from faithbench.models import MODELS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _readme_example(title: str) -> str:
+    """The first python block after the README heading ``title``."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index(title) :]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def test_the_readmes_own_model_example_runs_as_written(tmp_path, monkeypatch, capsys):
+    code = _readme_example("## Your own model")
+    assert len([line for line in code.splitlines() if line.strip()]) <= 10
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "mine" in out and "input_x_gradient" in out and "deletion" in out
+    MODELS.unregister("mine")
+
+
+def test_weights_from_a_local_file_and_clear_errors(tmp_path):
+    trained = faithbench.torchvision_model("resnet18", num_classes=10, seed=1)
+    torch.save(trained.state_dict(), tmp_path / "w.pt")
+    loaded = faithbench.torchvision_model("resnet18", num_classes=10, weights=tmp_path / "w.pt")
+    pairs = zip(trained.state_dict().values(), loaded.state_dict().values(), strict=True)
+    assert all(torch.equal(a, b) for a, b in pairs)
+    random0 = faithbench.torchvision_model("resnet18", num_classes=10)
+    assert not torch.equal(random0.fc.weight, trained.fc.weight)  # seeded random weights without a file
+    assert torch.equal(random0.fc.weight, faithbench.torchvision_model("resnet18", num_classes=10).fc.weight)
+    with pytest.raises(UserError, match="does not exist"):
+        faithbench.torchvision_model("resnet18", num_classes=10, weights=tmp_path / "missing.pt")
+    (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(UserError, match="cannot read weights file"):
+        faithbench.torchvision_model("resnet18", num_classes=10, weights=tmp_path / "bad.pt")
+    with pytest.raises(UserError, match="does not fit the architecture"):
+        faithbench.torchvision_model("resnet34", num_classes=10, weights=tmp_path / "w.pt")
+    with pytest.raises(UserError, match="unknown torchvision architecture 'resnet17'"):
+        faithbench.torchvision_model("resnet17", num_classes=10)
+
+
+def test_wrap_model_checks_its_arguments_and_reads_the_class_count():
+    net = faithbench.torchvision_model("resnet18", num_classes=7)
+    adapter = faithbench.wrap_model(net, name="mine_seven", input_size=(64, 64))
+    assert adapter.num_classes == 7 and MODELS.get("mine_seven").source == "user"
+    faithbench.wrap_model(net, name="mine_seven", input_size=(64, 64))  # the user's own name: replaced
+    with pytest.raises(UserError, match="taken by a built-in model"):
+        faithbench.wrap_model(net, name="cnn_mnist", input_size=(64, 64))
+    with pytest.raises(UserError, match="conv_layer 'layer9'"):
+        faithbench.wrap_model(net, name="mine_seven", input_size=(64, 64), conv_layer="layer9")
+    with pytest.raises(UserError, match="both mean and std"):
+        faithbench.wrap_model(net, name="mine_seven", input_size=(64, 64), mean=(0.5,) * 3)
+    MODELS.unregister("mine_seven")
+
+
+def test_a_timm_model_by_name_on_the_digits(tmp_path):
+    pytest.importorskip("timm")
+    net = faithbench.timm_model("test_efficientnet", num_classes=10, in_chans=1)
+    faithbench.wrap_model(net, name="my_timm", input_size=(28, 28), channels=1)
+    results = faithbench.benchmark(["my_timm"], ["gradient"], ["pixel_deletion"], n_samples=4, out=tmp_path / "run")
+    assert set(results["method"]) == {"gradient"} and results["n"].iloc[0] == 4
+    MODELS.unregister("my_timm")
+
+
+PLUGIN = """
+import faithbench
+net = faithbench.torchvision_model("resnet18", num_classes=10, weights="{weights}")
+faithbench.wrap_model(net, name="file_resnet18", input_size=(224, 224), mean=(0.5,) * 3, std=(0.25,) * 3)
+"""
+SUITE = """
+name = "mine"
+plugins = ["my_models"]
+dataset = "mnist-224"
+models = ["file_resnet18"]
+methods = ["gradient"]
+metrics = ["pixel_deletion"]
+n_samples = 4
+controls = false
+"""
+
+
+def test_the_command_line_scores_a_checkpoint_file_through_a_plugin(tmp_path):
+    torch.save(faithbench.torchvision_model("resnet18", num_classes=10, seed=3).state_dict(), tmp_path / "w.pt")
+    (tmp_path / "my_models.py").write_text(PLUGIN.format(weights=tmp_path / "w.pt"))
+    (tmp_path / "mine.toml").write_text(SUITE)
+    run = [sys.executable, "-m", "bench", "run", "--suite", str(tmp_path / "mine.toml"), "--out", str(tmp_path / "o")]
+    proc = subprocess.run([*run, "--no-progress", "--no-report"], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    assert "file_resnet18" in proc.stdout and (tmp_path / "o" / "results.csv").exists()
