@@ -39,6 +39,7 @@ _API = {
     "register_metric": ("faithbench.metrics", "register_metric"),
     "MetricSpec": ("faithbench.metrics", "MetricSpec"),
     "wrap_model": ("faithbench.models", "wrap_model"),
+    "wrap_text_model": ("faithbench.models", "wrap_text_model"),
     "torchvision_model": ("faithbench.models", "torchvision_model"),
     "timm_model": ("faithbench.models", "timm_model"),
     "benchmark": ("faithbench.bench.run.api", "benchmark"),

@@ -3,7 +3,7 @@
 from faithbench.models.adapter import FAMILIES, ModelAdapter, ModelSpec, input_x_gradient
 from faithbench.models.bcosify import bcosify
 from faithbench.models.registry import MODELS, load_model
-from faithbench.models.user import timm_model, torchvision_model, wrap_model
+from faithbench.models.user import timm_model, torchvision_model, wrap_model, wrap_text_model
 
 __all__ = [
     "FAMILIES",
@@ -16,4 +16,5 @@ __all__ = [
     "timm_model",
     "torchvision_model",
     "wrap_model",
+    "wrap_text_model",
 ]

@@ -5,9 +5,10 @@ the runner and the command line treat it like any built-in model.
     net.load_state_dict(torch.load("my_weights.pt"))
     wrap_model(net, name="my_resnet18", input_size=(224, 224), mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
 
-A suite (or :func:`faithbench.benchmark`) then names ``"my_resnet18"``. :func:`torchvision_model` and
-:func:`timm_model` build an architecture by name with the weights of a local file (a state dict), or seeded random
-weights when none is given (to try the mechanics offline).
+A suite (or :func:`faithbench.benchmark`) then names ``"my_resnet18"``. :func:`wrap_text_model` does the same for
+a BERT, DistilBERT or RoBERTa sequence classifier saved in a local folder (``save_pretrained``).
+:func:`torchvision_model` and :func:`timm_model` build an architecture by name with the weights of a local file
+(a state dict), or seeded random weights when none is given (to try the mechanics offline).
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from torch import nn
 
 from faithbench.errors import UserError
 from faithbench.models.adapter import FAMILIES, ModelAdapter, ModelSpec
+from faithbench.models.checkpoints.hf import from_hf_model
 from faithbench.models.encoding import InputEncoding, normalized
 from faithbench.models.registry import MODELS
+from faithbench.models.text_encoding import text_adapter
 
 SOURCE = "user"
 
@@ -72,10 +75,68 @@ def wrap_model(
         description=description or f"user model {type(module).__name__}",
         info={"source": SOURCE},
     )
+    return _register(adapter)
+
+
+def _register(adapter: ModelAdapter, tokenizer: str | None = None) -> ModelAdapter:
+    name = adapter.name
+    if name in MODELS and MODELS.get(name).source != SOURCE:
+        raise UserError(f"model name {name!r} is taken by a built-in model; choose another name")
     if name in MODELS:
         MODELS.unregister(name)
-    MODELS.register(name, ModelSpec(name, family, SOURCE, adapter.description, lambda device="cpu": adapter.to(device)))
+    spec = ModelSpec(
+        name,
+        adapter.family,
+        SOURCE,
+        adapter.description,
+        lambda device="cpu": adapter.to(device),
+        adapter.modality,
+        None,
+        tokenizer,
+    )
+    MODELS.register(name, spec)
     return adapter
+
+
+# A sequence classifier's head -> our pooler and classifier (BERT's pooler is in its base model).
+HEADS = {
+    "bert": {"classifier.weight": "classifier.weight", "classifier.bias": "classifier.bias"},
+    "roberta": {
+        "classifier.dense.weight": "pooler.weight",
+        "classifier.dense.bias": "pooler.bias",
+        "classifier.out_proj.weight": "classifier.weight",
+        "classifier.out_proj.bias": "classifier.bias",
+    },
+    "distilbert": {
+        "pre_classifier.weight": "pooler.weight",
+        "pre_classifier.bias": "pooler.bias",
+        "classifier.weight": "classifier.weight",
+        "classifier.bias": "classifier.bias",
+    },
+}
+
+
+def wrap_text_model(folder: str | Path, *, name: str, family: str = "standard", description: str = "") -> ModelAdapter:
+    """Register the BERT, DistilBERT or RoBERTa sequence classifier in ``folder`` (``save_pretrained``: config,
+    weights and ``tokenizer.json``) as text model ``name``; its data are tokenized with the folder's tokenizer.
+    The weights are copied into faithbench's plain-torch transformer, so every text method applies."""
+    folder = Path(folder)
+    for needed in ("config.json", "tokenizer.json"):
+        if not (folder / needed).is_file():
+            raise UserError(f"{folder} has no {needed} (a model folder written by save_pretrained, with its tokenizer)")
+    from transformers import AutoModelForSequenceClassification
+
+    hf = AutoModelForSequenceClassification.from_pretrained(folder, local_files_only=True)
+    kind = hf.config.model_type
+    if kind not in HEADS:
+        raise UserError(f"{folder}: model type {kind!r} is not supported; valid: {', '.join(HEADS)}")
+    transformer = from_hf_model(hf.base_model, hf.config.num_labels)
+    state = hf.state_dict()
+    transformer.load_state_dict({ours: state[theirs] for theirs, ours in HEADS[kind].items()}, strict=False)
+    info = {"source": SOURCE, "folder": str(folder.resolve())}
+    text = description or f"user text model {kind} from {folder}"
+    adapter = text_adapter(name, family, transformer.eval(), hf.config.num_labels, "softmax", text, info, str(folder))
+    return _register(adapter, tokenizer=str(folder))
 
 
 def _weights(module: nn.Module, weights: str | Path | None, seed: int) -> nn.Module:

@@ -22,6 +22,7 @@ from faithbench.attributions import CONTROLS, METHODS, get_method
 from faithbench.bench.run.data import DATASETS, text_tokenizer
 from faithbench.config import from_table, to_dict
 from faithbench.errors import ParameterError, UserError
+from faithbench.metrics.baselines import TEXT_BASELINES
 from faithbench.metrics.registry import METRICS
 from faithbench.models import MODELS
 from faithbench.registry import Registry
@@ -175,6 +176,10 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
         table = METRICS.get(m).table
         if table and table not in configs:
             configs[table] = tables[table]()
+    if dataset.modality == "text":  # the image default (the data's mean colour) has no text form: the B-cos LM code's
+        for t, cfg in configs.items():
+            if getattr(cfg, "baseline", None) == "mean" and "baseline" not in data.get(t, {}):
+                configs[t] = replace(cfg, baseline=TEXT_BASELINES[0])
 
     method_params = data.get("method_params", {})
     if not isinstance(method_params, Mapping):

@@ -174,11 +174,15 @@ def load_tokenizer_file(path: Path):
 
 
 def tokenizer_file(name: str) -> Path:
-    """``tokenizer.json`` of checkpoint ``name``, from the local Hugging Face cache."""
+    """``tokenizer.json`` of checkpoint ``name``, from the local Hugging Face cache, or of a local folder."""
     from huggingface_hub import hf_hub_download
 
+    if (Path(name) / "tokenizer.json").is_file():  # a local folder's (a model of faithbench.wrap_text_model)
+        return Path(name) / "tokenizer.json"
     if name not in CHECKPOINTS:
-        raise UserError(f"unknown tokenizer {name!r}; valid: {WORDPIECE}, {', '.join(CHECKPOINTS)}")
+        raise UserError(
+            f"unknown tokenizer {name!r}; valid: {WORDPIECE}, {', '.join(CHECKPOINTS)} or a folder with tokenizer.json"
+        )
     require(name, "model", "tokenizer of")
     return Path(hf_hub_download(name, "tokenizer.json", local_files_only=True, cache_dir=hf_hub_cache()))
 

@@ -190,3 +190,13 @@ def test_text_data_is_tokenized_with_the_models_vocabulary(monkeypatch):
     data.load_data(build_suite({**base, "models": ["minilm_rt"], "dataset": "rotten-tomatoes"}))
     data.load_data(build_suite({**base, "models": ["cnn_mnist"]}))
     assert seen == [("imdb", "roberta-base"), ("rotten-tomatoes", "wordpiece-uncased"), ("mnist", None)]
+
+
+def test_a_text_suite_without_a_removal_baseline_gets_the_text_default():
+    base = {"name": "t", "models": ["minilm_rt"], "methods": ["gradient"], "dataset": "rotten-tomatoes"}
+    suite = build_suite({**base, "metrics": ["comprehensiveness"]})
+    assert _config(suite, "comprehensiveness").baseline == "mask-token"  # the B-cos LM code's
+    given = build_suite({**base, "metrics": ["comprehensiveness"], "erasure": {"baseline": "pad-token"}})
+    assert _config(given, "comprehensiveness").baseline == "pad-token"
+    image = build_suite({**base, "models": ["cnn_mnist"], "dataset": "mnist", "metrics": ["comprehensiveness"]})
+    assert _config(image, "comprehensiveness").baseline == "mean"

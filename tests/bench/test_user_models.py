@@ -102,3 +102,52 @@ def test_the_command_line_scores_a_checkpoint_file_through_a_plugin(tmp_path):
     proc = subprocess.run([*run, "--no-progress", "--no-report"], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-1500:]
     assert "file_resnet18" in proc.stdout and (tmp_path / "o" / "results.csv").exists()
+
+
+def _text_folder(tmp_path, kind: str) -> Path:
+    """A small sequence classifier of ``kind`` saved as a researcher would (save_pretrained + tokenizer.json)."""
+    import shutil
+
+    import transformers
+
+    from faithbench.models.nets.text import minilm_folder
+
+    torch.manual_seed(0)
+    small = {"vocab_size": 30522, "max_position_embeddings": 512, "num_labels": 2}
+    if kind == "bert":
+        config = transformers.BertConfig(
+            hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, **small
+        )
+        net = transformers.BertForSequenceClassification(config)
+    else:
+        config = transformers.DistilBertConfig(dim=32, n_layers=2, n_heads=2, hidden_dim=64, **small)
+        net = transformers.DistilBertForSequenceClassification(config)
+    folder = tmp_path / kind
+    net.save_pretrained(folder)
+    shutil.copy(minilm_folder() / "tokenizer.json", folder / "tokenizer.json")
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["bert", "distilbert"])
+def test_a_text_classifier_from_a_local_folder_keeps_its_logits_and_runs_a_suite(tmp_path, kind):
+    import transformers
+
+    from faithbench.models.text_encoding import tokenize
+
+    folder = _text_folder(tmp_path, kind)
+    adapter = faithbench.wrap_text_model(folder, name=f"my_{kind}")
+    ids, vocab = tokenize(["A gripping, beautifully acted film.", "Dull."], tokenizer=str(folder))
+    mask = ids.ne(vocab.pad)
+    theirs = transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    with torch.no_grad():
+        expected = theirs(input_ids=ids, attention_mask=mask.long()).logits
+        ours = adapter.module.transformer(ids, mask)
+    assert torch.allclose(ours, expected, atol=1e-5), (ours, expected)
+    results = faithbench.benchmark(
+        [f"my_{kind}"], ["gradient"], ["comprehensiveness"], dataset="rotten-tomatoes", n_samples=4, out=tmp_path / "o"
+    )
+    assert results["n"].iloc[0] == 4
+    MODELS.unregister(f"my_{kind}")
+    with pytest.raises(UserError, match="no tokenizer.json"):
+        (folder / "tokenizer.json").unlink()
+        faithbench.wrap_text_model(folder, name="broken")
