@@ -1,4 +1,4 @@
-"""Your own model in a few lines: the README's Python example runs as written; architectures by name with weights
+"""Your own model in a few lines: the documented Python example runs as written; architectures by name with weights
 from a local file (torchvision; timm when installed); the command-line path through a suite's plugin; and one-line
 errors for a wrong file, name or geometry."""
 
@@ -17,18 +17,16 @@ from faithbench.models import MODELS
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _readme_example(title: str) -> str:
-    """The first python block after the README heading ``title``."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index(title) :]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+def _docs_example(page: str) -> str:
+    """The first python block of the documentation page ``page``."""
+    return re.search(r"```python\n(.*?)```", (ROOT / "docs" / page).read_text(), re.S).group(1)
 
 
-def test_the_readmes_own_model_example_runs_as_written(tmp_path, monkeypatch, capsys):
-    code = _readme_example("## Your own model")
+def test_the_documented_own_model_example_runs_as_written(tmp_path, monkeypatch, capsys):
+    code = _docs_example("own-model.md")
     assert len([line for line in code.splitlines() if line.strip()]) <= 10
     monkeypatch.chdir(tmp_path)
-    exec(compile(code, "README.md", "exec"), {})
+    exec(compile(code, "docs/own-model.md", "exec"), {})
     out = capsys.readouterr().out
     assert "mine" in out and "input_x_gradient" in out and "deletion" in out
     MODELS.unregister("mine")

@@ -1,0 +1,47 @@
+"""The README is the landing page (what it is, the two commands, one result, links); the documentation site is
+docs/ (mkdocs.yml, built in CI with warnings as errors)."""
+
+import os
+import re
+import subprocess
+import sys
+from importlib.util import find_spec
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+
+
+def _bash_blocks(text: str) -> list[str]:
+    return [b.strip() for b in re.findall(r"```bash\n(.*?)```", text, re.S)]
+
+
+def test_the_readme_is_short_and_its_two_commands_are_the_set_up():
+    assert len(README.encode()) <= 10 * 1024
+    install_and_run, install_and_test = _bash_blocks(README)[:2]
+    assert install_and_run == "pip install -e . && python -m bench run --suite vision"
+    assert install_and_test == "pip install -e '.[test]' && python -m pytest -q"
+    assert install_and_test in (ROOT / ".ci" / "run").read_text()  # CI runs the README's test command
+    assert _bash_blocks((ROOT / "docs" / "getting-started.md").read_text())[:2] == [install_and_run, install_and_test]
+
+
+def test_every_page_is_in_the_navigation_and_every_link_of_the_readme_exists():
+    nav = re.findall(r"^\s+- [^:]+: (\S+\.md)$", (ROOT / "mkdocs.yml").read_text(), re.M)
+    assert sorted(nav) == sorted(p.name for p in (ROOT / "docs").glob("*.md"))
+    for target in re.findall(r"\]\(([^)#]+)", README):
+        if not target.startswith("http"):
+            assert (ROOT / target).exists(), target
+
+
+@pytest.mark.skipif(find_spec("mkdocs") is None, reason="the docs extra is not installed (pip install -e '.[docs]')")
+def test_the_site_builds_with_warnings_as_errors(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
