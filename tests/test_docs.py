@@ -45,3 +45,13 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path):
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_the_reference_page_is_the_registries_listing():
+    """docs/reference.md is ``python -m bench list --markdown``: regenerate it when a name is added."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "list", "--markdown"], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert proc.stdout == (ROOT / "docs" / "reference.md").read_text(), (
+        "docs/reference.md is stale: python -m bench list --markdown > docs/reference.md"
+    )

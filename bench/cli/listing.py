@@ -1,4 +1,5 @@
-"""``python -m bench list``: the registries, printed."""
+"""``python -m bench list``: the registries, printed as text or (``--markdown``) as the documentation's reference page
+(``docs/reference.md`` is this output; a test fails when the two drift apart)."""
 
 from __future__ import annotations
 
@@ -11,50 +12,79 @@ from faithbench.bench.run.suite import SUITES, suite_description
 from faithbench.metrics.registry import METRICS
 from faithbench.models import MODELS
 
+Table = tuple[str, list[str], list[list[str]]]  # title, column names, rows
 
-def cmd_list(args: argparse.Namespace) -> int:
-    """``python -m bench list``: every registered metric (and its conventions), model, method, data set and suite."""
 
-    out = sys.stdout
+def _method_flags(caps) -> str:
+    flags = (
+        ("needs conv layer", caps.needs_layer),
+        ("B-cos models only", caps.needs_native),
+        ("seeded", caps.seeded),
+        ("class-agnostic", not caps.class_specific),
+    )
+    return ", ".join(f for f, on in flags if on)
+
+
+def tables() -> list[Table]:
+    """Every registered metric (and the conventions its presets name), model, method, data set and suite."""
     modalities = list(dict.fromkeys(d.modality for _, d in DATASETS.items()))
-    out.write("metrics:\n")
-    conventions = {}
+    metrics, conventions = [], {}
     for name, spec in METRICS.items():
-        direction = "higher is better" if spec.higher_is_better else "lower is better"
         blocked = [why for m in modalities if (why := spec.availability(m))]
-        runs = f"[{'/'.join(spec.modalities)}]" if len(blocked) < len(modalities) else f"[{blocked[0]}]"
-        out.write(f"  {name:<20} {direction:<17} {runs} {spec.description}\n")
-        if spec.evaluate is None:
-            out.write(f"  {'':<20} not runnable: {spec.unavailable}\n")
+        runs = "/".join(spec.modalities) if len(blocked) < len(modalities) else blocked[0]
+        note = f" (not runnable: {spec.unavailable})" if spec.evaluate is None else ""
+        direction = "higher is better" if spec.higher_is_better else "lower is better"
+        metrics.append([name, direction, runs, spec.description + note])
         if spec.conventions is not None:
             conventions.setdefault(id(spec.conventions), spec.conventions)
+    out: list[Table] = [("metrics", ["metric", "direction", "data", "what it measures"], metrics)]
     for registry in conventions.values():
-        out.write(f"\n{registry.plural}:\n")
-        for name, conv in registry.items():
-            out.write(f"  {name:<14} {conv.description}\n")
-    out.write("\nmodels:\n")
-    width = max(map(len, MODELS)) + 1
-    for name, spec in MODELS.items():
-        out.write(f"  {name:<{width}} {spec.family:<10} {spec.source:<12} {spec.description}\n")
-    out.write("\nmethods:\n")
+        rows = [[name, conv.description] for name, conv in registry.items()]
+        out.append((registry.plural, ["name", "convention"], rows))
+    models = [[name, s.family, s.source, s.description] for name, s in MODELS.items()]
+    out.append(("models", ["model", "family", "source", "description"], models))
+    methods = []
     for name, cls in METHODS.items():
         caps = cls.capabilities
         kinds = "/".join(k for k, ok in (("CNN", caps.cnn), ("ViT", caps.vit), ("text", caps.text)) if ok)
-        flags = ", ".join(
-            f
-            for f, on in (
-                ("needs conv layer", caps.needs_layer),
-                ("B-cos models only", caps.needs_native),
-                ("seeded", caps.seeded),
-                ("class-agnostic", not caps.class_specific),
-            )
-            if on
-        )
-        out.write(f"  {name:<22} [{kinds}] {cls.description}{f' ({flags})' if flags else ''}\n")
-    out.write("\ndatasets:\n")
-    for name, spec in DATASETS.items():
-        out.write(f"  {name:<14} [{spec.modality}] {spec.description}\n")
-    out.write("\nsuites:\n")
-    for name in SUITES:
-        out.write(f"  {name:<14} {suite_description(name)}\n")
+        flags = _method_flags(caps)
+        methods.append([name, kinds, cls.description + (f" ({flags})" if flags else "")])
+    out.append(("methods", ["method", "models", "description"], methods))
+    datasets = [[n, s.modality, s.description] for n, s in DATASETS.items()]
+    out.append(("datasets", ["data set", "data", "description"], datasets))
+    out.append(("suites", ["suite", "description"], [[n, suite_description(n)] for n in SUITES]))
+    return out
+
+
+def as_text(sections: list[Table]) -> str:
+    """One block per table: its title, then a line per row with the columns aligned (the last one free)."""
+    lines = []
+    for title, columns, rows in sections:
+        widths = [max(len(r[i]) for r in rows) for i in range(len(columns) - 1)] if rows else []
+        lines += ["", f"{title}:"]
+        lines += ["  " + "".join(c.ljust(w + 1) for c, w in zip(r[:-1], widths, strict=True)) + r[-1] for r in rows]
+    return "\n".join(lines[1:]) + "\n"
+
+
+def as_markdown(sections: list[Table]) -> str:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = [
+        "# Reference",
+        "",
+        "Every registered metric, convention, model, attribution method, data set and suite, as `python -m bench list",
+        "--markdown` prints them (this page is that output; a test fails when they drift apart).",
+    ]
+    for title, columns, rows in sections:
+        lines += ["", f"## {title[0].upper()}{title[1:]}", "", "| " + " | ".join(columns) + " |"]
+        lines += ["| " + " | ".join("---" for _ in columns) + " |"]
+        lines += ["| " + " | ".join([f"`{r[0]}`", *map(cell, r[1:])]) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """``python -m bench list [--markdown]``."""
+    sections = tables()
+    sys.stdout.write(as_markdown(sections) if getattr(args, "markdown", False) else as_text(sections))
     return 0

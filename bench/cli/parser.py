@@ -43,7 +43,12 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
         "--debug", action="store_true", help="show the full traceback of every error (also: FAITHBENCH_DEBUG=1)"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("list", parents=[common], help="show the registered metrics, presets, models, methods and suites")
+    p_list = sub.add_parser(
+        "list", parents=[common], help="show the registered metrics, presets, models, methods and suites"
+    )
+    p_list.add_argument(
+        "--markdown", action="store_true", help="as Markdown tables (the documentation's reference page)"
+    )
     p_zoo = sub.add_parser(
         "zoo", parents=[common], help="build (or load from cache) the offline model zoo and report accuracies"
     )
