@@ -1,3 +1,4 @@
 from faithbench.bench.cli import main
 
-raise SystemExit(main(prog="python -m faithbench"))
+if __name__ == "__main__":  # importing it (docs tools inspect every module) runs nothing
+    raise SystemExit(main(prog="python -m faithbench"))

@@ -28,8 +28,8 @@ def test_the_readme_is_short_and_its_two_commands_are_the_set_up():
 
 
 def test_every_page_is_in_the_navigation_and_every_link_of_the_readme_exists():
-    nav = re.findall(r"^\s+- [^:]+: (\S+\.md)$", (ROOT / "mkdocs.yml").read_text(), re.M)
-    assert sorted(nav) == sorted(p.name for p in (ROOT / "docs").glob("*.md"))
+    nav = re.findall(r"^\s+- (?:[^:\n]+: )?(\S+\.md)$", (ROOT / "mkdocs.yml").read_text(), re.M)
+    assert sorted(nav) == sorted(str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md"))
     for target in re.findall(r"\]\(([^)#]+)", README):
         if not target.startswith("http"):
             assert (ROOT / target).exists(), target
