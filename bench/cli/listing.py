@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 from faithbench.attributions import METHODS
 from faithbench.bench.run.data import DATASETS
-from faithbench.bench.run.suite import SUITES, suite_description
+from faithbench.bench.run.suite import LISTS, SCALARS, SUITES, Suite, suite_description
+from faithbench.config import defaults
 from faithbench.metrics.registry import METRICS
 from faithbench.models import MODELS
 
@@ -53,7 +55,52 @@ def tables() -> list[Table]:
     datasets = [[n, s.modality, s.description] for n, s in DATASETS.items()]
     out.append(("datasets", ["data set", "data", "description"], datasets))
     out.append(("suites", ["suite", "description"], [[n, suite_description(n)] for n in SUITES]))
+    out.append(("suite keys", ["key", "type", "default"], _suite_keys()))
+    out.append(("settings tables", ["table.key", "default", "used by"], _settings()))
     return out
+
+
+def _suite_keys() -> list[list[str]]:
+    """The top-level keys of a suite file (``models``, ``methods`` and ``metrics`` are required)."""
+    fields = {f.name: f for f in dataclasses.fields(Suite)}
+    rows = []
+    for key, (kind, least) in SCALARS.items():
+        default = fields[key].default
+        shown = "required" if key == "name" else _toml(default) if default is not None else "none"
+        rows.append([key, kind.__name__ + (f" >= {least}" if least is not None else ""), shown])
+    kinds = {"controls": "true, false or a list of names", "rerun_seeds": "list of integers >= 0"}
+    shown = {"controls": "true (every control)"}
+    for key in LISTS:
+        default = "required" if key in ("models", "methods", "metrics") else shown.get(key, "[]")
+        rows.append([key, kinds.get(key, "list of names"), default])
+    rows.append(["method_params.NAME", "table", "the method's defaults"])
+    return rows
+
+
+def _toml(value: object) -> str:
+    """A default as a suite file spells it."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, tuple | list):
+        return "[" + ", ".join(map(_toml, value)) + "]"
+    return "none" if value is None else str(value)
+
+
+def _settings() -> list[list[str]]:
+    """Every key of every metric settings table (``[gridpg]``, ``[deletion]``, ...) with its default."""
+    users: dict[str, list[str]] = {}
+    configs = {}
+    for name, spec in METRICS.items():
+        if spec.table:
+            users.setdefault(spec.table, []).append(name)
+            configs[spec.table] = spec.config
+    return [
+        [f"{table}.{key}", _toml(value), ", ".join(users[table])]
+        for table, config in configs.items()
+        for key, value in defaults(config).items()
+    ]
 
 
 def as_text(sections: list[Table]) -> str:
@@ -73,8 +120,9 @@ def as_markdown(sections: list[Table]) -> str:
     lines = [
         "# Reference",
         "",
-        "Every registered metric, convention, model, attribution method, data set and suite, as `python -m bench list",
-        "--markdown` prints them (this page is that output; a test fails when they drift apart).",
+        "Every registered metric, convention, model, attribution method, data set and suite, and every key of a suite",
+        "file and of its settings tables with its default, as `python -m bench list --markdown` prints them (this page",
+        "is that output; a test fails when they drift apart).",
     ]
     for title, columns, rows in sections:
         lines += ["", f"## {title[0].upper()}{title[1:]}", "", "| " + " | ".join(columns) + " |"]
