@@ -89,7 +89,7 @@ def _toml(value: object) -> str:
 
 
 def _settings() -> list[list[str]]:
-    """Every key of every metric settings table (``[gridpg]``, ``[deletion]``, ...) with its default."""
+    """Every key of every metric settings table (a metric spec's ``table``) with its default."""
     users: dict[str, list[str]] = {}
     configs = {}
     for name, spec in METRICS.items():
