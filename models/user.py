@@ -120,7 +120,7 @@ def wrap_text_model(folder: str | Path, *, name: str, family: str = "standard", 
     """Register the BERT, DistilBERT or RoBERTa sequence classifier in ``folder`` (``save_pretrained``: config,
     weights and ``tokenizer.json``) as text model ``name``; its data are tokenized with the folder's tokenizer.
     The weights are copied into faithbench's plain-torch transformer, so every text method applies."""
-    folder = Path(folder)
+    folder = Path(folder).resolve()  # the tokenizer's name: the same folder from any working directory
     for needed in ("config.json", "tokenizer.json"):
         if not (folder / needed).is_file():
             raise UserError(f"{folder} has no {needed} (a model folder written by save_pretrained, with its tokenizer)")
@@ -133,7 +133,7 @@ def wrap_text_model(folder: str | Path, *, name: str, family: str = "standard", 
     transformer = from_hf_model(hf.base_model, hf.config.num_labels)
     state = hf.state_dict()
     transformer.load_state_dict({ours: state[theirs] for theirs, ours in HEADS[kind].items()}, strict=False)
-    info = {"source": SOURCE, "folder": str(folder.resolve())}
+    info = {"source": SOURCE, "folder": str(folder)}
     text = description or f"user text model {kind} from {folder}"
     adapter = text_adapter(name, family, transformer.eval(), hf.config.num_labels, "softmax", text, info, str(folder))
     return _register(adapter, tokenizer=str(folder))

@@ -17,9 +17,14 @@ from faithbench.models import MODELS
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _blocks(language: str, page: str = "own-model.md") -> list[str]:
+    """The ``language`` code blocks of the documentation page ``page``, in order."""
+    return re.findall(rf"```{language}\n(.*?)```", (ROOT / "docs" / page).read_text(), re.S)
+
+
 def _docs_example(page: str) -> str:
     """The first python block of the documentation page ``page``."""
-    return re.search(r"```python\n(.*?)```", (ROOT / "docs" / page).read_text(), re.S).group(1)
+    return _blocks("python", page)[0]
 
 
 def test_the_documented_own_model_example_runs_as_written(tmp_path, monkeypatch, capsys):
@@ -66,43 +71,36 @@ def test_wrap_model_checks_its_arguments_and_reads_the_class_count():
     MODELS.unregister("mine_seven")
 
 
-def test_a_timm_model_by_name_on_the_digits(tmp_path):
+def test_the_documented_timm_example_runs_as_written(tmp_path, monkeypatch, capsys):
     pytest.importorskip("timm")
-    net = faithbench.timm_model("test_efficientnet", num_classes=10, in_chans=1)
-    faithbench.wrap_model(net, name="my_timm", input_size=(28, 28), channels=1)
-    results = faithbench.benchmark(["my_timm"], ["gradient"], ["pixel_deletion"], n_samples=4, out=tmp_path / "run")
-    assert set(results["method"]) == {"gradient"} and results["n"].iloc[0] == 4
+    monkeypatch.chdir(tmp_path)
+    exec(compile(_blocks("python")[1], "docs/own-model.md", "exec"), {})
+    assert "my_timm" in capsys.readouterr().out
     MODELS.unregister("my_timm")
 
 
-PLUGIN = """
-import faithbench
-net = faithbench.torchvision_model("resnet18", num_classes=10, weights="{weights}")
-faithbench.wrap_model(net, name="file_resnet18", input_size=(224, 224), mean=(0.5,) * 3, std=(0.25,) * 3)
-"""
-SUITE = """
-name = "mine"
-plugins = ["my_models"]
-dataset = "mnist-224"
-models = ["file_resnet18"]
-methods = ["gradient"]
-metrics = ["pixel_deletion"]
-n_samples = 4
-controls = false
-"""
+def test_the_documented_text_folder_example_runs_as_written(tmp_path, monkeypatch, capsys):
+    _text_folder(tmp_path, "bert", tmp_path / "my_bert")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(_blocks("python")[2], "docs/own-model.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "my_bert" in out and "input_x_gradient" in out
+    MODELS.unregister("my_bert")
 
 
-def test_the_command_line_scores_a_checkpoint_file_through_a_plugin(tmp_path):
-    torch.save(faithbench.torchvision_model("resnet18", num_classes=10, seed=3).state_dict(), tmp_path / "w.pt")
-    (tmp_path / "my_models.py").write_text(PLUGIN.format(weights=tmp_path / "w.pt"))
-    (tmp_path / "mine.toml").write_text(SUITE)
-    run = [sys.executable, "-m", "bench", "run", "--suite", str(tmp_path / "mine.toml"), "--out", str(tmp_path / "o")]
-    proc = subprocess.run([*run, "--no-progress", "--no-report"], capture_output=True, text=True, cwd=tmp_path)
+def test_the_documented_command_line_example_scores_a_checkpoint_file(tmp_path):
+    plugin, suite, command = _blocks("python")[3], _blocks("toml")[0], _blocks("bash")[0].strip()
+    torch.save(faithbench.torchvision_model("resnet18", num_classes=10, seed=3).state_dict(), tmp_path / "mine.pt")
+    (tmp_path / "my_models.py").write_text(plugin)
+    (tmp_path / "mine.toml").write_text(suite)
+    argv = command.split()
+    assert argv[:2] == ["python", "-m"]
+    proc = subprocess.run([sys.executable, *argv[1:], "--no-progress"], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-1500:]
-    assert "file_resnet18" in proc.stdout and (tmp_path / "o" / "results.csv").exists()
+    assert "mine" in proc.stdout and (tmp_path / "runs" / "mine" / "results.csv").exists()
 
 
-def _text_folder(tmp_path, kind: str) -> Path:
+def _text_folder(tmp_path, kind: str, folder: Path | None = None) -> Path:
     """A small sequence classifier of ``kind`` saved as a researcher would (save_pretrained + tokenizer.json)."""
     import shutil
 
@@ -120,7 +118,7 @@ def _text_folder(tmp_path, kind: str) -> Path:
     else:
         config = transformers.DistilBertConfig(dim=32, n_layers=2, n_heads=2, hidden_dim=64, **small)
         net = transformers.DistilBertForSequenceClassification(config)
-    folder = tmp_path / kind
+    folder = folder or tmp_path / kind
     net.save_pretrained(folder)
     shutil.copy(minilm_folder() / "tokenizer.json", folder / "tokenizer.json")
     return folder
