@@ -47,10 +47,7 @@ def wrap_model(
     ``name`` and return its adapter. ``num_classes``: read from one forward pass when None. ``conv_layer``: the
     dotted name of the block GradCAM reads (None: GradCAM is skipped for this model). A name registered by an
     earlier call is replaced; a built-in model's name is refused."""
-    if family not in FAMILIES:
-        raise UserError(f"unknown model family {family!r}; valid families: {', '.join(FAMILIES)}")
-    if name in MODELS and MODELS.get(name).source != SOURCE:
-        raise UserError(f"model name {name!r} is taken by a built-in model; choose another name")
+    _check(name, family)
     if (mean is None) != (std is None):
         raise UserError("give both mean and std (the input normalisation), or neither")
     if conv_layer is not None and conv_layer not in dict(module.named_modules()):
@@ -78,10 +75,16 @@ def wrap_model(
     return _register(adapter)
 
 
-def _register(adapter: ModelAdapter, tokenizer: str | None = None) -> ModelAdapter:
-    name = adapter.name
+def _check(name: str, family: str) -> None:
+    """Before any work: a known family, and a name no built-in model holds (a user model's is replaced)."""
+    if family not in FAMILIES:
+        raise UserError(f"unknown model family {family!r}; valid families: {', '.join(FAMILIES)}")
     if name in MODELS and MODELS.get(name).source != SOURCE:
         raise UserError(f"model name {name!r} is taken by a built-in model; choose another name")
+
+
+def _register(adapter: ModelAdapter, tokenizer: str | None = None) -> ModelAdapter:
+    name = adapter.name
     if name in MODELS:
         MODELS.unregister(name)
     spec = ModelSpec(
@@ -120,6 +123,7 @@ def wrap_text_model(folder: str | Path, *, name: str, family: str = "standard", 
     """Register the BERT, DistilBERT or RoBERTa sequence classifier in ``folder`` (``save_pretrained``: config,
     weights and ``tokenizer.json``) as text model ``name``; its data are tokenized with the folder's tokenizer.
     The weights are copied into faithbench's plain-torch transformer, so every text method applies."""
+    _check(name, family)
     folder = Path(folder).resolve()  # the tokenizer's name: the same folder from any working directory
     for needed in ("config.json", "tokenizer.json"):
         if not (folder / needed).is_file():
@@ -139,9 +143,9 @@ def wrap_text_model(folder: str | Path, *, name: str, family: str = "standard", 
     return _register(adapter, tokenizer=str(folder))
 
 
-def _weights(module: nn.Module, weights: str | Path | None, seed: int) -> nn.Module:
+def _weights(module: nn.Module, weights: str | Path | None) -> nn.Module:
     if weights is None:
-        return module  # built under torch.manual_seed(seed) by the caller: seeded random weights
+        return module  # built under the caller's seed: seeded random weights
     path = Path(weights)
     if not path.is_file():
         raise UserError(f"weights file {path} does not exist")
@@ -169,8 +173,10 @@ def torchvision_model(
         raise UserError(
             f"unknown torchvision architecture {arch!r}; e.g. {valid}, ... (torchvision.models.list_models())"
         )
-    torch.manual_seed(seed)
-    return _weights(torchvision.models.get_model(arch, weights=None, num_classes=num_classes, **kwargs), weights, seed)
+    with torch.random.fork_rng():  # seeded weights without reseeding the caller's generator
+        torch.manual_seed(seed)
+        net = torchvision.models.get_model(arch, weights=None, num_classes=num_classes, **kwargs)
+    return _weights(net, weights)
 
 
 def timm_model(arch: str, *, num_classes: int, weights: str | Path | None = None, seed: int = 0, **kwargs) -> nn.Module:
@@ -182,5 +188,7 @@ def timm_model(arch: str, *, num_classes: int, weights: str | Path | None = None
 
     if not timm.list_models(arch):
         raise UserError(f"unknown timm architecture {arch!r} (see timm.list_models())")
-    torch.manual_seed(seed)
-    return _weights(timm.create_model(arch, pretrained=False, num_classes=num_classes, **kwargs), weights, seed)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        net = timm.create_model(arch, pretrained=False, num_classes=num_classes, **kwargs)
+    return _weights(net, weights)

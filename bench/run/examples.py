@@ -22,10 +22,15 @@ def path_of(run_dir: Path, model: str, method: str) -> Path:
     return Path(run_dir) / FOLDER / f"{model}__{method}.pt"
 
 
-def has_example(run_dir: Path, model: str, method: str, key: str) -> bool:
-    """Whether the folder holds the example of this very unit (same key)."""
+def _example_of(run_dir: Path, model: str, method: str, key: str) -> dict | None:
+    """The saved example of this very unit (same key), or None (none saved, or a stale one of an earlier run)."""
     path = path_of(run_dir, model, method)
-    return path.exists() and read_example(path).get("key") == key
+    example = torch.load(path, map_location="cpu", weights_only=True) if path.exists() else None
+    return example if example is not None and example.get("key") == key else None
+
+
+def has_example(run_dir: Path, model: str, method: str, key: str) -> bool:
+    return _example_of(run_dir, model, method, key) is not None
 
 
 def save_example(
@@ -43,16 +48,8 @@ def save_example(
     atomic_torch_save(path_of(run_dir, model, method), example)
 
 
-def read_example(path: Path) -> dict:
-    return torch.load(path, map_location="cpu", weights_only=True)
-
-
 def read_examples(run_dir: Path, keys: dict[tuple[str, str], str]) -> dict[tuple[str, str], dict]:
     """(model, method) -> {"image", "map", "label", "caption"} of every unit in ``keys`` whose saved example is of
     that unit (a stale file of an earlier run in the same folder is left out)."""
-    found = {}
-    for (model, method), key in sorted(keys.items()):
-        path = path_of(run_dir, model, method)
-        if path.exists() and (example := read_example(path)).get("key") == key:
-            found[(model, method)] = example
-    return found
+    found = {pair: _example_of(run_dir, *pair, key) for pair, key in sorted(keys.items())}
+    return {pair: example for pair, example in found.items() if example is not None}

@@ -65,7 +65,6 @@ class Plan:
     jobs: tuple[Job, ...]
     metrics: tuple[MetricJob, ...]
     keys: dict[tuple[str, str], str]
-    method_params: dict[str, dict[str, Any]]  # job name -> the method's normalised parameters (recorded)
 
     @property
     def example(self) -> MetricJob | None:
@@ -85,15 +84,14 @@ def metric_jobs(suite: Suite) -> tuple[MetricJob, ...]:
 def plan(suite: Suite) -> Plan:
     """Resolve ``suite`` into the runner's plan: jobs, metric configs and every (model, job)'s plan key (each method is
     built once here to normalise its parameters and to find a plugin's source)."""
-    resolved, keys, params = [], {}, {}
+    resolved, keys = [], {}
     for job in jobs(suite):
         method = job.build()
         resolved.append(replace(job, method_class=type(method)))
-        params[job.name] = method.params
         plugins = source_identity(plugin_sources(suite, method))  # read once per method, not per model
         for model_name in suite.models:
             keys[(model_name, job.name)] = plan_key(suite, model_name, job.name, method.params, plugins)
-    return Plan(suite=suite, jobs=tuple(resolved), metrics=metric_jobs(suite), keys=keys, method_params=params)
+    return Plan(suite=suite, jobs=tuple(resolved), metrics=metric_jobs(suite), keys=keys)
 
 
 def jobs(suite: Suite) -> list[Job]:

@@ -112,7 +112,8 @@ def _rescore(
     # Only metrics whose table the settings touch are scored again (with no settings: all of them, the check
     # that replay reproduces the run); the others keep the run's records.
     changed = [m for m in suite.metrics if not settings or suite.metric_tables[m] in settings]
-    per_metric = {m: metric_jobs(with_overrides(suite, metrics=[m])) for m in changed}  # so that one can fail alone
+    resolved = {job.name: job for job in metric_jobs(suite)}
+    per_metric = {m: (resolved[m],) for m in changed}  # scored one at a time, so that one can fail alone
     done, notes, models = [], [], {}
     for unit in tqdm(units, desc="rescore", unit="unit", file=sys.stderr):
         method = get_method(unit.get("method_name", unit["method"]), **unit["method_params"])

@@ -189,7 +189,7 @@ def _run(suite: Suite, out: Path, dev: torch.device, shard: Shard, progress: boo
             model_cache: dict = {}
             for job in steps.jobs:
                 bar.set_postfix_str(f"{model_name} / {job.name}")
-                _run_job(steps, job, model, model_cache, data, ids, dev, shard, writer, digest)
+                _run_job(steps, job, model_name, model, model_cache, data, ids, dev, shard, writer, digest)
                 bar.update()
             if shard.rank == 0:
                 writer.check_identities(model, model_name)
@@ -212,6 +212,7 @@ def _run(suite: Suite, out: Path, dev: torch.device, shard: Shard, progress: boo
 def _run_job(
     steps: Plan,
     job: Job,
+    model_name: str,
     model: ModelAdapter,
     model_cache: dict,
     data: EvalData,
@@ -223,7 +224,7 @@ def _run_job(
 ) -> None:
     """One (model, job) unit: skipped if the method cannot explain the model, reused if the folder holds it under
     the same key, otherwise explained, scored, its maps and record saved; then its example map (rank 0)."""
-    suite, model_name = steps.suite, model.name
+    suite = steps.suite
     method = job.build()
     try:
         method.check(model)

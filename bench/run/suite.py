@@ -25,6 +25,7 @@ from faithbench.errors import ParameterError, UserError
 from faithbench.metrics.baselines import TEXT_BASELINES
 from faithbench.metrics.registry import METRICS
 from faithbench.models import MODELS
+from faithbench.models.user import SOURCE as USER_SOURCE
 from faithbench.registry import Registry
 
 SCALARS = {  # key: (type, smallest value or None)
@@ -216,7 +217,7 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
             f"{where} the zoo models {', '.join(zoo)} classify 28 px MNIST digits; with dataset "
             f"{dataset.name!r} choose pretrained models, e.g. --models resnet18,bcos_resnet18"
         )
-    own = [m for m in models if MODELS.get(m).source == "user"]  # wrap_model: the user knows what it reads
+    own = [m for m in models if MODELS.get(m).source == USER_SOURCE]  # wrap_model: the user knows what it reads
     if dataset.zoo and len(zoo) + len(own) < len(models):
         other = [m for m in models if m not in zoo and m not in own]
         raise UserError(
