@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
-from faithbench.bench.report.cost import cost_plot, cost_section
-from faithbench.bench.report.panel import example_panel
+from faithbench.bench.report.cost import cost_section
+from faithbench.bench.report.figures import write_plots
 from faithbench.bench.report.stats import (
     SKILL_NOTE,
     LeaderboardStats,
-    agreement_heatmap,
     leaderboard_stats,
-    rank_interval_plot,
     reliability_text,
     skill_table,
     write_statistics,
 )
 from faithbench.bench.run import identity
-from faithbench.bench.run.results import first_runs, read_results, with_job_columns
+from faithbench.bench.run.results import first_runs, read_results
 from faithbench.metrics.registry import METRICS
 
 
@@ -116,75 +115,6 @@ def write_tables(results: pd.DataFrame, out: Path, stats: LeaderboardStats | Non
     return paths
 
 
-def write_plots(run_dir: Path, results: pd.DataFrame, out: Path, stats: LeaderboardStats | None = None) -> list[Path]:
-    """Per metric, the plot its spec asks for (``curve``: mean curve per method and model; ``bar``:
-    per-sample scores by method and model), the example panel and, with ``stats``, the metric-agreement
-    heatmap and the rank-interval plot."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    out.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    specs = [METRICS.get(m) for m in METRICS if m in set(results["metric"])]
-    curves, samples = (_methods_only(_read_optional(run_dir / f"{n}.csv")) for n in ("curves", "samples"))
-    for spec in specs:
-        if spec.plot == "curve" and curves is not None:
-            part = curves[curves["metric"] == spec.name]
-            if part.empty:
-                continue
-            grid = sns.relplot(
-                data=part,
-                x="fraction",
-                y="value",
-                hue="method",
-                col="model",
-                kind="line",
-                errorbar=("se", 1.96),
-                col_wrap=min(3, part["model"].nunique()),
-                height=3.2,
-            )
-            grid.set_axis_labels(spec.curve_label, spec.curve_value_label)
-            grid.figure.suptitle(spec.name.replace("_", " "), y=1.02)
-            path = out / f"{spec.name}_curves.png"
-            grid.savefig(path, dpi=110, bbox_inches="tight")
-            plt.close(grid.figure)
-            written.append(path)
-        elif spec.plot == "bar" and samples is not None:
-            part = samples[samples["metric"] == spec.name]
-            if part.empty:
-                continue
-            fig, ax = plt.subplots(figsize=(max(6, 0.9 * part["method"].nunique() * part["model"].nunique() / 2), 4))
-            sns.barplot(data=part, x="method", y="value", hue="model", errorbar=("se", 1.96), ax=ax)
-            ax.set_ylabel(f"{spec.name} [{spec.unit}]" if spec.unit else spec.name)
-            ax.tick_params(axis="x", rotation=30)
-            path = out / f"{spec.name}.png"
-            fig.savefig(path, dpi=110, bbox_inches="tight")
-            plt.close(fig)
-            written.append(path)
-    if "explain_time_s" in results:
-        cost = cost_plot(results, out, plt, sns)
-        if cost is not None:
-            written.append(cost)
-    panel = example_panel(run_dir, results, out, plt)
-    if panel is not None:
-        written.append(panel)
-    if stats is not None:
-        written += [p for p in (agreement_heatmap(stats, out, plt, sns), rank_interval_plot(stats, out, plt, sns)) if p]
-    return written
-
-
-def _methods_only(frame: pd.DataFrame | None) -> pd.DataFrame | None:
-    """Without the reruns of seeded methods (``lime@seed1``): they feed the rerun agreement, not the plots."""
-    return None if frame is None else first_runs(frame)
-
-
-def _read_optional(path: Path) -> pd.DataFrame | None:
-    return with_job_columns(pd.read_csv(path)) if path.exists() and path.stat().st_size > 1 else None
-
-
 def identity_section(run_dir: Path, markdown: bool) -> str:
     """The run's method pairs with identical maps, labelled, and the known identities ("" before the check)."""
 
@@ -255,19 +185,28 @@ def statistics_section(stats: LeaderboardStats, markdown: bool) -> str:
 
 
 def report(
-    results_csv: Path, out: Path | None = None, *, alpha: float = 0.05, n_boot: int = 1000
+    results_csv: Path,
+    out: Path | None = None,
+    *,
+    alpha: float = 0.05,
+    n_boot: int = 1000,
+    progress: Callable[[str], None] | None = None,
 ) -> tuple[str, dict[str, Path], list[Path]]:
     """Tables, statistics and plots for a run; returns the terminal table and the files written.
 
     The leaderboards mark the best and tied-best methods (:mod:`faithbench.bench.report.statistics`, test level
     ``alpha``, ``n_boot`` bootstrap resamples for P(rank 1)); the Markdown and text ones end with the metrics'
-    reliability and agreement and the identical-maps check (:mod:`faithbench.bench.run.identity`)."""
+    reliability and agreement and the identical-maps check (:mod:`faithbench.bench.run.identity`). ``progress``
+    is told each step as it starts (one short line)."""
+    say = progress or (lambda _: None)
 
     results = read_results(results_csv)
     run_dir = Path(results_csv).parent
     out = out or run_dir / "report"
+    say(f"report: statistics ({n_boot} bootstrap resamples)")
     stats = leaderboard_stats(run_dir, results, alpha=alpha, n_boot=n_boot)
     results = first_runs(results)  # reruns: see the statistics
+    say("report: tables")
     tables = write_tables(results, out, stats)
     text = to_text(leaderboard(results, stats)) + "".join(f"\n\n{n}" for n in stats.footnote())
     for kind in ("markdown", "text"):
@@ -282,5 +221,5 @@ def report(
                 f.write("\n" + section + "\n")
             if kind == "text":
                 text += "\n\n" + section
-    plots = write_plots(run_dir, results, out, stats)
+    plots = write_plots(run_dir, results, out, stats, progress=say)
     return text, {**tables, **{p.stem: p for p in write_statistics(stats, out)}}, plots

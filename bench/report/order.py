@@ -1,0 +1,60 @@
+"""One order and one colour per method for every table and figure of a report: methods in the registry's order
+(controls last, in grey), models in the run's order; a method keeps its colour in every figure and every run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+
+from faithbench.attributions import CONTROLS, METHODS
+
+# Twenty colours a reader can tell apart (matplotlib's tab20, the dark shade of each hue first); controls are grey.
+_PALETTE = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf",
+    "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5",
+    "#393b79", "#637939",
+)  # fmt: skip
+CONTROL_GREY = "#7f7f7f"
+
+
+def _base(method: str) -> str:
+    return method.split("@", 1)[0]  # reruns: "lime@seed1"
+
+
+def is_control(method: str) -> bool:
+    return _base(method) in CONTROLS
+
+
+def method_order(methods: Iterable[str]) -> list[str]:
+    """The given methods in the registry's order (unregistered ones after, by name), the controls last."""
+    names = list(dict.fromkeys(methods))
+    registered = {name: i for i, name in enumerate(n for n in METHODS if n not in CONTROLS)}
+    controls = {name: i for i, name in enumerate(CONTROLS)}
+
+    def key(m: str) -> tuple:
+        base = _base(m)
+        if base in controls:
+            return (2, controls[base], m)
+        return (0, registered[base], m) if base in registered else (1, 0, m)
+
+    return sorted(names, key=key)
+
+
+def method_colour(method: str) -> str:
+    """The method's colour: fixed by its place in the registry, so it is the same in every figure and run."""
+    base = _base(method)
+    if base in CONTROLS:
+        return CONTROL_GREY
+    names = [n for n in METHODS if n not in CONTROLS]
+    index = names.index(base) if base in names else len(names) + sum(map(ord, base))
+    return _PALETTE[index % len(_PALETTE)]
+
+
+def method_palette(methods: Iterable[str]) -> dict[str, str]:
+    return {m: method_colour(m) for m in methods}
+
+
+def model_order(results: pd.DataFrame) -> list[str]:
+    """The models in the order the run lists them (the suite's order)."""
+    return list(dict.fromkeys(results["model"]))
