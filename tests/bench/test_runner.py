@@ -182,7 +182,7 @@ def test_summarise_by_hand():
 def test_report_writes_tables_and_plots(tiny_run):
     for name in (
         "leaderboard.md",
-        "leaderboard.html",
+        "index.html",
         "leaderboard.tex",
         "leaderboard.txt",
         "pixel_deletion_curves.png",
