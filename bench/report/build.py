@@ -4,6 +4,7 @@ one self-contained HTML page with all of it (``index.html``); the terminal gets 
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,11 @@ def write_tables(table: pd.DataFrame, notes: list[str], sections: list[Section],
     paths["markdown"].write_text(to_markdown(table) + "".join(f"\n{n}\n" for n in notes) + tail_md)
     latex_notes = "".join(f"\n% {n}\n" for n in notes).replace(BEST, "star").replace(TIED, "approx")
     paths["latex"].write_text(to_latex(table) + latex_notes)
-    text = [to_text(table, width=WIDTH, keys=2), *notes, *(s.text() for s in sections)]
+    text = [
+        to_text(table, width=WIDTH, keys=2),
+        *(textwrap.fill(n, WIDTH) for n in notes),
+        *(s.text() for s in sections),
+    ]
     paths["text"].write_text("\n\n".join(text) + "\n")
     return paths
 

@@ -3,6 +3,7 @@ maps), each one title, one note and one table, so the text, Markdown and HTML re
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,12 +28,13 @@ class Section:
         return self.title.lower().replace(" ", "-")
 
     def text(self) -> str:
-        blocks = [f"{self.title[0].lower()}{self.title[1:]}\n{self.note}"]
+        blocks = [f"{self.title[0].lower()}{self.title[1:]}\n{textwrap.fill(self.note, WIDTH)}"]
         if self.table is not None:
             keys = sum(c in ("model", "method", "seed") for c in self.table.columns)
             blocks.append(to_text(self.table, width=WIDTH, keys=keys))
         if self.bullets:
-            blocks.append("\n".join([self.bullets[0], *(f"  {b}" for b in self.bullets[1:])]))
+            lines = [textwrap.fill(b, WIDTH, initial_indent="  ", subsequent_indent="    ") for b in self.bullets[1:]]
+            blocks.append("\n".join([textwrap.fill(self.bullets[0], WIDTH), *lines]))
         return "\n\n".join(blocks)
 
     def markdown(self) -> str:
