@@ -6,37 +6,109 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from faithbench.bench.report.order import is_control, method_colour, method_order
+from faithbench.bench.report.style import method_marker, metric_order, save
+from faithbench.bench.run.results import contestants
 
-def cost_plot(results: pd.DataFrame, out: Path, plt: Any, sns: Any) -> Path | None:
-    """Each metric's mean score against the unit's explanation time (log scale), one point per (model,
-    method): which methods buy their faithfulness with compute."""
-    part = results[results["explain_time_s"].notna() & (results["explain_time_s"] > 0)]
-    if part.empty:
+
+def _beaten(results: pd.DataFrame) -> pd.DataFrame:
+    """Per metric and method: the share of the model's other methods it beats on the metric (1: best, 0: worst;
+    ties count half), the mean over the models. Shares, unlike scores, compare across models and their chance
+    levels."""
+    part = contestants(results)
+    part = part[np.isfinite(part["mean"])]
+    signed = part["mean"].where(part["higher_is_better"].astype(bool), -part["mean"])
+    groups = signed.groupby([part["model"], part["metric"]])
+    n = groups.transform("size")
+    share = ((groups.rank(method="average") - 1) / (n - 1)).where(n > 1)
+    frame = part.assign(share=share).dropna(subset=["share"])
+    return frame.groupby(["metric", "method"], sort=False)["share"].agg(["mean", "size"]).reset_index()
+
+
+def cost_plot(results: pd.DataFrame, out: Path, plt: Any) -> Path | None:
+    """``faithfulness_vs_cost.png``: per metric, each method's share of the other methods it beats (mean over the
+    models) against its seconds per explained input (median over the models, log scale): one point per method, in
+    its colour and marker, so which methods buy their faithfulness with compute reads at a glance."""
+    cost = explanation_cost(results)
+    if cost.empty:
         return None
-    metrics = list(dict.fromkeys(part["metric"]))
-    grid = sns.relplot(
-        data=part,
-        x="explain_time_s",
-        y="mean",
-        hue="method",
-        style="model",
-        col="metric",
-        col_wrap=min(3, len(metrics)),
-        height=3.0,
-        facet_kws={"sharey": False},
+    seconds = cost[~cost["method"].map(is_control)].groupby("method")["s_per_input"].median()
+    beaten = _beaten(results)
+    beaten = beaten[beaten["method"].isin(seconds.index)]
+    metrics = [m for m in metric_order(results["metric"]) if (beaten["metric"] == m).any()]
+    if not metrics:
+        return None
+    methods = method_order(beaten["method"])
+    n_cols = min(4, len(metrics))
+    n_rows = -(-len(metrics) // n_cols)
+    legend_in = 2.3
+    fig, axes = plt.subplots(
+        n_rows,
+        n_cols,
+        figsize=(3.35 * n_cols + legend_in, 2.7 * n_rows + 0.7),
+        squeeze=False,
+        sharex=True,
+        sharey=True,
     )
-    for ax, metric in zip(grid.axes.flat, metrics, strict=False):
+    higher = results.drop_duplicates("metric").set_index("metric")["higher_is_better"].astype(bool)
+    for ax, metric in zip(axes.flat, metrics, strict=False):
+        part = beaten[beaten["metric"] == metric].set_index("method")
+        for method in methods:
+            if method in part.index:
+                ax.scatter(
+                    seconds[method],
+                    part.loc[method, "mean"],
+                    s=55,
+                    color=method_colour(method),
+                    marker=method_marker(method),
+                    edgecolors="#333333",
+                    linewidths=0.5,
+                    label=method.replace("_", " "),
+                    zorder=3,
+                )
         ax.set_xscale("log")
-        row = part[part["metric"] == metric].iloc[0]
-        arrow = "higher" if bool(row["higher_is_better"]) else "lower"
-        ax.set_title(f"{metric} ({arrow} is better)")
-    grid.set_axis_labels("explanation time of the unit [s]", "mean score")
-    path = out / "faithfulness_vs_cost.png"
-    grid.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(grid.figure)
-    return path
+        ax.set_ylim(-0.08, 1.08)
+        ax.grid(alpha=0.3, linewidth=0.6)
+        ax.set_title(f"{metric.replace('_', ' ')} ({'↑' if higher[metric] else '↓'})", fontsize=9.5)
+        ax.tick_params(labelsize=8)
+    for k, ax in enumerate(axes.flat):
+        if k >= len(metrics):
+            ax.set_visible(False)
+        elif k + n_cols >= len(metrics):  # the lowest panel of its column
+            ax.set_xlabel("s per explained input", fontsize=8.5)
+            ax.xaxis.set_tick_params(labelbottom=True)
+    for row in axes:
+        row[0].set_ylabel("share beaten", fontsize=8.5)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    for ax in list(axes.flat)[1 : len(metrics)]:
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if label not in labels:
+                handles.append(h)
+                labels.append(label)
+    order = [labels.index(m.replace("_", " ")) for m in methods if m.replace("_", " ") in labels]
+    fig.suptitle(
+        "faithfulness against cost: share of the model's other methods each method beats on the metric (1 = best "
+        "on every model; mean over models) vs seconds per explained input (median over models)",
+        fontsize=10.5,
+        x=0.01,
+        ha="left",
+        wrap=True,
+    )
+    fig.tight_layout(rect=(0, 0, 1 - legend_in / fig.get_figwidth(), 1 - 0.45 / fig.get_figheight()))
+    fig.legend(
+        [handles[i] for i in order],
+        [labels[i] for i in order],
+        loc="center left",
+        frameon=False,
+        fontsize=9,
+        bbox_to_anchor=(1 - legend_in / fig.get_figwidth() + 0.005, 0.5),
+        title="method",
+        title_fontsize=9,
+    )
+    return save(fig, out / "faithfulness_vs_cost.png", plt)
 
 
 def explanation_cost(results: pd.DataFrame, reference: str = "native") -> pd.DataFrame:

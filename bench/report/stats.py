@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from faithbench.bench.report.order import method_colour, method_order
 from faithbench.bench.report.statistics import (
     metric_agreement,
     paired_tests,
@@ -18,6 +19,7 @@ from faithbench.bench.report.statistics import (
     skill_scores,
     split_half,
 )
+from faithbench.bench.report.style import WIDTH_IN, save
 from faithbench.bench.run.results import contestants, first_runs, with_job_columns
 
 BEST, TIED = "★", "≈"
@@ -138,43 +140,68 @@ def agreement_heatmap(stats: LeaderboardStats, out: Path, plt: Any, sns: Any) ->
     )
     ax.set_xlabel("")
     ax.set_ylabel("")
-    path = out / "metric_agreement.png"
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return save(fig, out / "metric_agreement.png", plt)
 
 
-def rank_interval_plot(stats: LeaderboardStats, out: Path, plt: Any, sns: Any) -> Path | None:
-    """Per model and metric, each method's bootstrap rank interval (bar) and P(rank 1) (label)."""
+def rank_interval_plot(stats: LeaderboardStats, out: Path, plt: Any, sns: Any) -> list[Path]:
+    """``rank_intervals_<model>.png`` per model: a panel per metric, each method's 95 % bootstrap rank interval (bar,
+    in the method's colour; the methods in the report's order on every panel) and P(rank 1)."""
     if stats.table.empty or "rank_low" not in stats.table:
-        return None
+        return []
     table = stats.table.dropna(subset=["rank_low"])
-    panels = list(table.groupby(["model", "metric"], sort=False))
-    n_cols = min(4, len(panels))
-    n_rows = -(-len(panels) // n_cols)
-    height = 0.28 * table["method"].nunique() + 1.0
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(4.2 * n_cols, height * n_rows), squeeze=False)
-    for ax, ((model, metric), part) in zip(axes.flat, panels, strict=False):
-        part = part.sort_values(["rank_low", "rank_high"])
-        y = np.arange(len(part))
-        colors = [
-            "tab:red" if b else ("tab:orange" if t else "tab:gray")
-            for b, t in zip(part["best"], part["tied_best"], strict=True)
-        ]
-        ax.hlines(y, part["rank_low"] - 0.3, part["rank_high"] + 0.3, colors=colors, linewidth=5)
-        ax.set_yticks(y, [f"{m} ({p:.2f})" for m, p in zip(part["method"], part["p_rank1"], strict=True)], fontsize=7)
-        ax.invert_yaxis()
-        ax.set_xlim(0.5, part["rank_high"].max() + 0.5)
-        ax.set_title(f"{model} / {metric}", fontsize=8)
-        ax.set_xlabel("rank (95 % bootstrap interval)", fontsize=7)
-    for ax in list(axes.flat)[len(panels) :]:
-        ax.set_visible(False)
-    fig.suptitle("rank intervals; red: best, orange: tied-best; P(rank 1) in brackets", y=1.0)
-    fig.tight_layout()
-    path = out / "rank_intervals.png"
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    paths = []
+    for model, part in table.groupby("model", sort=False):
+        metrics = list(dict.fromkeys(part["metric"]))
+        methods = method_order(part["method"])
+        n_cols = min(4, len(metrics))
+        n_rows = -(-len(metrics) // n_cols)
+        height = 0.2 * len(methods) + 1.0
+        fig, axes = plt.subplots(
+            n_rows,
+            n_cols,
+            figsize=(min(WIDTH_IN, 3.4 * n_cols + 1.6), height * n_rows + 0.6),
+            squeeze=False,
+            sharey=True,
+        )
+        y = {m: i for i, m in enumerate(methods)}
+        for ax, metric in zip(axes.flat, metrics, strict=False):
+            rows = part[part["metric"] == metric]
+            ys = [y[m] for m in rows["method"]]
+            ax.hlines(
+                ys,
+                rows["rank_low"] - 0.3,
+                rows["rank_high"] + 0.3,
+                colors=list(map(method_colour, rows["method"])),
+                linewidth=6,
+            )
+            n = len(methods)
+            for r in rows.itertuples():  # P(rank 1) in a column right of the ranks, where it is not ~0
+                mark = "★ " if r.best else "≈ " if r.tied_best else ""
+                if mark or r.p_rank1 >= 0.005:
+                    ax.text(n + 2.4, y[r.method], f"{mark}{r.p_rank1:.2f}", va="center", ha="right", fontsize=7.5)
+            ax.axvline(n + 0.7, color="#cccccc", linewidth=0.8)
+            ax.set_xlim(0.4, n + 2.5)
+            ax.set_xticks(range(1, n + 1, 1 if n <= 10 else 2))
+            ax.set_title(metric.replace("_", " "), fontsize=9.5)
+            ax.grid(axis="x", alpha=0.3)
+            ax.tick_params(labelsize=8)
+        axes[0, 0].set_yticks(range(len(methods)), [m.replace("_", " ") for m in methods])
+        axes[0, 0].invert_yaxis()
+        for k, ax in enumerate(axes.flat):  # the lowest panel of each column
+            if k < len(metrics) and k + n_cols >= len(metrics):
+                ax.set_xlabel("rank (95 % bootstrap interval)", fontsize=8)
+        for ax in list(axes.flat)[len(metrics) :]:
+            ax.set_visible(False)
+        fig.suptitle(
+            f"{model}: 95 % bootstrap rank interval per metric (1 = best); right: P(rank 1) (blank: < 0.005), "
+            "★ best, ≈ not significantly worse",
+            fontsize=11,
+            x=0.01,
+            ha="left",
+        )
+        fig.tight_layout()
+        paths.append(save(fig, out / f"rank_intervals_{model}.png", plt))
+    return paths
 
 
 def reliability_text(stats: LeaderboardStats) -> pd.DataFrame:

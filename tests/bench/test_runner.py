@@ -185,12 +185,14 @@ def test_report_writes_tables_and_plots(tiny_run):
         "index.html",
         "leaderboard.tex",
         "leaderboard.txt",
-        "pixel_deletion_curves.png",
-        "pixel_insertion_curves.png",
         "gridpg.png",
+        "pixel_deletion.png",
+        "curves_cnn_mnist.png",
+        "curves_bcos_cnn_mnist.png",
         "example_maps.png",
         "faithfulness_vs_cost.png",
-        "rank_intervals.png",
+        "rank_intervals_cnn_mnist.png",
+        "rank_intervals_bcos_cnn_mnist.png",
         "statistics.csv",
         "reliability.csv",
     ):
@@ -561,7 +563,7 @@ def test_controls_run_by_default_and_the_report_scores_skill_agreement_and_rando
     assert randomised["edges"] == pytest.approx(1.0) and randomised["gradient"] < 0.9
     md = (out / "report" / "leaderboard.md").read_text()
     assert "### Skill over the controls" in md and "### Metric agreement" in md and "### Metric reliability" in md
-    for name in ("metric_agreement.png", "rank_intervals.png", "randomisation_curves.png"):
+    for name in ("metric_agreement.png", "rank_intervals_cnn_mnist.png", "curves_cnn_mnist.png", "randomisation.png"):
         assert (out / "report" / name).stat().st_size > 100, name
 
 
