@@ -90,14 +90,14 @@ def cost_plot(results: pd.DataFrame, out: Path, plt: Any) -> Path | None:
                 labels.append(label)
     order = [labels.index(m.replace("_", " ")) for m in methods if m.replace("_", " ") in labels]
     fig.suptitle(
-        "faithfulness against cost: share of the model's other methods each method beats on the metric (1 = best "
-        "on every model; mean over models) vs seconds per explained input (median over models)",
+        "faithfulness against cost, one point per method: the share of the model's other methods it beats on the "
+        "metric (1: best on every model; mean over the models)\nagainst its seconds per explained input (median over "
+        "the models; this run's device and batch size)",
         fontsize=10.5,
         x=0.01,
         ha="left",
-        wrap=True,
     )
-    fig.tight_layout(rect=(0, 0, 1 - legend_in / fig.get_figwidth(), 1 - 0.45 / fig.get_figheight()))
+    fig.tight_layout(rect=(0, 0, 1 - legend_in / fig.get_figwidth(), 1 - 0.2 / fig.get_figheight()))
     fig.legend(
         [handles[i] for i in order],
         [labels[i] for i in order],
