@@ -177,8 +177,9 @@ def rank_interval_plot(stats: LeaderboardStats, out: Path, plt: Any, sns: Any) -
             n = len(methods)
             for r in rows.itertuples():  # P(rank 1) in a column right of the ranks, where it is not ~0
                 mark = "★ " if r.best else "≈ " if r.tied_best else ""
+                p1 = f"{r.p_rank1:.2f}" if np.isfinite(r.p_rank1) else ""
                 if mark or r.p_rank1 >= 0.005:
-                    ax.text(n + 2.4, y[r.method], f"{mark}{r.p_rank1:.2f}", va="center", ha="right", fontsize=7.5)
+                    ax.text(n + 2.4, y[r.method], f"{mark}{p1}", va="center", ha="right", fontsize=7.5)
             ax.axvline(n + 0.7, color="#cccccc", linewidth=0.8)
             ax.set_xlim(0.4, n + 2.5)
             ax.set_xticks(range(1, n + 1, 1 if n <= 10 else 2))
