@@ -18,36 +18,31 @@ _PALETTE = (
 CONTROL_GREY = "#7f7f7f"
 
 
-def _base(method: str) -> str:
-    return method.split("@", 1)[0]  # reruns: "lime@seed1"
-
-
 def is_control(method: str) -> bool:
-    return _base(method) in CONTROLS
+    return method in CONTROLS
 
 
 def method_order(methods: Iterable[str]) -> list[str]:
-    """The given methods in the registry's order (unregistered ones after, by name), the controls last."""
+    """The given methods in the registry's order (unregistered ones after, by name), the controls last (first runs
+    only: a report orders and colours methods, the reruns of seeded ones feed its statistics)."""
     names = list(dict.fromkeys(methods))
     registered = {name: i for i, name in enumerate(n for n in METHODS if n not in CONTROLS)}
     controls = {name: i for i, name in enumerate(CONTROLS)}
 
     def key(m: str) -> tuple:
-        base = _base(m)
-        if base in controls:
-            return (2, controls[base], m)
-        return (0, registered[base], m) if base in registered else (1, 0, m)
+        if m in controls:
+            return (2, controls[m], m)
+        return (0, registered[m], m) if m in registered else (1, 0, m)
 
     return sorted(names, key=key)
 
 
 def method_colour(method: str) -> str:
     """The method's colour: fixed by its place in the registry, so it is the same in every figure and run."""
-    base = _base(method)
-    if base in CONTROLS:
+    if method in CONTROLS:
         return CONTROL_GREY
     names = [n for n in METHODS if n not in CONTROLS]
-    index = names.index(base) if base in names else len(names) + sum(map(ord, base))
+    index = names.index(method) if method in names else len(names) + sum(map(ord, method))
     return _PALETTE[index % len(_PALETTE)]
 
 
