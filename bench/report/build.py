@@ -18,6 +18,7 @@ from faithbench.bench.report.page import report_page
 from faithbench.bench.report.sections import Section, report_sections
 from faithbench.bench.report.stats import BEST, TIED, leaderboard_stats, write_statistics
 from faithbench.bench.report.tables import headline, leaderboard
+from faithbench.bench.run import identity
 from faithbench.bench.run.results import first_runs, read_results
 
 __all__ = ["headline", "leaderboard", "report", "to_text", "write_tables"]
@@ -109,4 +110,8 @@ def report(
         f"methods not significantly worse.\nEvery method with its 95 % interval: {files['text']}\n"
         f"The report page (tables, figures, statistics, settings): {files['html']}"
     )
+    unexpected = [p for p in (identity.read(run_dir) or {}).get("pairs", []) if p["status"] != "expected"]
+    if unexpected:
+        pairs = "; ".join(f"{p['model']}: {' = '.join(p['methods'])}" for p in unexpected)
+        text += f"\nIdentical maps no known identity explains (see the report): {pairs}"
     return text, files, plots
