@@ -1,13 +1,18 @@
-"""A name -> object registry whose lookups fail with the list of valid names."""
+"""A name -> object registry whose lookups fail with the close matches and the valid names."""
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator
 from typing import Generic, TypeVar
 
 from faithbench.errors import UnknownNameError, UserError
 
 T = TypeVar("T")
+
+# An error spells out a registry of up to this many names (a few terminal lines: methods, metrics, suites); a longer
+# one (the models: about 90) gets its close matches and a pointer to `list` instead of a screenful of names.
+LISTED_IN_FULL = 24
 
 
 class Registry(Generic[T]):
@@ -28,7 +33,7 @@ class Registry(Generic[T]):
         try:
             return self._entries[name]
         except (KeyError, TypeError):
-            raise UnknownNameError(f"unknown {self.kind} {name!r}; valid {self.plural}: {self._valid()}") from None
+            raise self.unknown(name) from None
 
     def unregister(self, name: str) -> T:
         """Remove an entry (tests, and plugins that replace an entry on purpose)."""
@@ -41,16 +46,32 @@ class Registry(Generic[T]):
         if isinstance(names, str) or not isinstance(names, list | tuple):
             example = next(iter(self._entries), "name")  # the first registered: the zoo's, for models
             raise UserError(f'{what or self.plural} must be a list of names, e.g. ["{example}"], got {names!r}')
-        unknown = [str(n) for n in names if n not in self]
+        unknown = [n for n in names if n not in self]
         if unknown:
             prefix = f"{what}: " if what else ""
-            raise UnknownNameError(
-                f"{prefix}unknown {self.kind}(s) {', '.join(unknown)}; valid {self.plural}: {self._valid()}"
-            )
+            named = ", ".join(f"{n}{self._did_you_mean(n)}" for n in unknown)
+            raise UnknownNameError(f"{prefix}unknown {self.kind}(s) {named}; {self._valid()}")
         return tuple(names)
 
+    def unknown(self, name: object, other: str = "") -> UnknownNameError:
+        """The error for an unregistered ``name``: its close matches, then the valid names or where to see them
+        (``other``: what else the caller would have accepted, e.g. ``or a path to a .toml file``)."""
+        also = f" ({other})" if other else ""
+        return UnknownNameError(f"unknown {self.kind} {name!r}{self._did_you_mean(name)}; {self._valid()}{also}")
+
+    def _did_you_mean(self, name: object) -> str:
+        """`` (did you mean A, B?)`` for the registered names close to ``name`` (in any case), or ``""``."""
+        if not isinstance(name, str):
+            return ""
+        lowered = {n.lower(): n for n in self._entries}
+        close = difflib.get_close_matches(name.lower(), list(lowered), n=3, cutoff=0.6)
+        return f" (did you mean {', '.join(lowered[c] for c in close)}?)" if close else ""
+
     def _valid(self) -> str:
-        return ", ".join(self.names()) or "(none registered)"
+        """Every valid name, or for a long registry where to find them (the close matches are named already)."""
+        if len(self) > LISTED_IN_FULL:
+            return f"`python -m bench list` shows all {len(self)} {self.plural}"
+        return f"valid {self.plural}: {', '.join(self.names()) or '(none registered)'}"
 
     def names(self) -> list[str]:
         """The registered names, sorted (as error messages list them)."""

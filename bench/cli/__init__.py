@@ -1,5 +1,6 @@
 """``python -m bench``: a thin command line. Each command is one function in a module of this package, named in
-:data:`COMMANDS` and imported only when it runs (``list`` loads no runner, ``report`` no model)."""
+:data:`COMMANDS` and imported only when it runs (``list`` loads no runner, ``report`` no model). Parsing, every
+``--help`` and ``list`` read the catalog (:mod:`.catalog`), not the registries, so they answer without torch."""
 
 from __future__ import annotations
 

@@ -271,9 +271,7 @@ def load_suite(name_or_path: str) -> Suite:
     elif name_or_path in SUITES:
         path = SUITES.get(name_or_path)
     else:
-        raise UserError(
-            f"unknown suite {name_or_path!r}; valid suites: {', '.join(SUITES.names())} (or a path to a .toml file)"
-        )
+        raise SUITES.unknown(name_or_path, "or a path to a .toml file")
     try:
         data = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -74,7 +74,7 @@ def test_suite_errors_name_the_valid_choices(tmp_path):
         "text-gpu, text-hf, text-topic, vi",
     ):
         load_suite("cifar")
-    with pytest.raises(ValueError, match="unknown model\\(s\\) resnet9; valid models:"):
+    with pytest.raises(ValueError, match=r"unknown model\(s\) resnet9 \(did you mean .*resnet18.*\); `python -m bench"):
         with_overrides(load_suite("smoke"), models=["resnet9"])
     with pytest.raises(ValueError, match="unknown metric\\(s\\) accuracy"):
         with_overrides(load_suite("smoke"), metrics=["accuracy"])

@@ -59,7 +59,7 @@ def write(tmp_path, text):
         ('[method_params.lime]\nsegmentation = "felz"\n', r"segmentation must be one of 'quickshift', 'slic'"),
         ('[method_params.lrp]\ncomposite = "zplus"\n', r"parameter composite must be one of 'epsilon_plus_flat'"),
         ("[method_params.integrated_gradients]\nn_steps = 0\n", r"n_steps must be >= 1, got 0"),
-        ("[method_params.lime_v2]\nn_samples = 3\n", r"unknown method\(s\) lime_v2; valid methods:"),
+        ("[method_params.lime_v2]\nn_samples = 3\n", r"unknown method\(s\) lime_v2 \(did you mean lime\?\); valid"),
         ("seed = -1\n", r"seed must be >= 0, got -1"),
         ("n_samples = 1.5\n", r"n_samples must be a int, got 1.5"),
     ],

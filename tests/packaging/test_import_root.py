@@ -50,6 +50,7 @@ def test_the_wheel_installs_one_root_and_the_entry_module(wheel):
     for layer in LAYERS:
         assert f"faithbench/{layer}/__init__.py" in names
     assert any(n.startswith("faithbench/bench/suites/") and n.endswith(".toml") for n in names)
+    assert "faithbench/bench/cli/catalog.json" in names  # --help and list read it
     assert any(n.startswith("faithbench/models/data/files/") for n in names)
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "faithbench = faithbench.bench.cli:main" in wheel.read(entry).decode()
