@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from faithbench.bench.cli.run import no_progress_bars
+from faithbench.bench.cli.run import no_progress_bars, say
 from faithbench.bench.report.build import report, to_text
 from faithbench.bench.run.rescore import parse_settings, rescore
 
@@ -19,7 +19,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     if results.empty:
         sys.stderr.write("nothing could be re-scored:\n" + "\n".join(notes) + "\n")
         return 1
-    text, _, _ = report(Path(results.attrs["results_csv"]))
+    text, _, _ = report(Path(results.attrs["results_csv"]), progress=None if args.no_progress else say)
     sys.stdout.write(f"leaderboard, re-scored with {settings or 'the run settings'}:\n{text}\n\n")
     if not flips.empty:
         changed = flips[flips["n_flipped_pairs"] > 0]

@@ -32,6 +32,12 @@ def no_progress_bars(disable: bool) -> Iterator[None]:
             os.environ["TQDM_DISABLE"] = old
 
 
+def say(line: str) -> None:
+    """A progress line of the report (its steps can take minutes on a large run) on stderr, beside the run's."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     suite = with_overrides(
         load_suite(args.suite),
@@ -63,7 +69,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.no_report:
         text, files = to_text(leaderboard(results)), []
     else:
-        text, tables, plots = report(out / "results.csv")
+        text, tables, plots = report(out / "results.csv", progress=None if args.no_progress else say)
         files = [*tables.values(), *plots]
     sys.stdout.write(f"\nleaderboard ({suite.name}, mean ± 95% CI half-width):\n{text}\n\n")
     sys.stdout.write(f"results:  {out / 'results.csv'} (per sample: samples.csv, curves: curves.csv)\n")
@@ -81,7 +87,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.n_boot < 100:
         raise UserError(f"--n-boot must be at least 100, got {args.n_boot}")
     text, tables, plots = report(
-        Path(args.results), Path(args.out) if args.out else None, alpha=args.alpha, n_boot=args.n_boot
+        Path(args.results), Path(args.out) if args.out else None, alpha=args.alpha, n_boot=args.n_boot, progress=say
     )
     sys.stdout.write(text + "\n\n")
     for f in [*tables.values(), *plots]:

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from tqdm.auto import tqdm
 
 from faithbench.attributions import get_method
 from faithbench.bench.run.data import load_data
@@ -35,6 +34,7 @@ from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
 from faithbench.metrics.mapstore import MapStore, MissingMapsError
 from faithbench.models import load_model
+from faithbench.progress import progress_bar
 
 
 def parse_settings(pairs: list[str]) -> dict[str, dict[str, Any]]:
@@ -115,7 +115,7 @@ def _rescore(
     resolved = {job.name: job for job in metric_jobs(suite)}
     per_metric = {m: (resolved[m],) for m in changed}  # scored one at a time, so that one can fail alone
     done, notes, models = [], [], {}
-    for unit in tqdm(units, desc="rescore", unit="unit", file=sys.stderr):
+    for unit in progress_bar(units, desc="rescore", unit="unit", file=sys.stderr):  # plain lines in a log
         method = get_method(unit.get("method_name", unit["method"]), **unit["method_params"])
         states = store.load_maps(unit["model"], unit["method"], unit["key"])
         if not states and not method.capabilities.model_free:

@@ -7,16 +7,20 @@ method and its parameters, faithbench's code -- and reused when the same command
 Under ``torchrun`` every rank evaluates a shard and rank 0 gathers the per-sample scores, so the
 results equal a single-process run (:mod:`faithbench.bench.run.distributed`). Nothing is written before the
 suite, the data and the first model have loaded. Once a model's units are done, any two of its
-methods whose maps agree are flagged (:mod:`faithbench.bench.run.identity`).
+methods whose maps agree are flagged (:mod:`faithbench.bench.run.identity`). The zoo models the suite lacks are
+built before the first unit, under their own progress; the units' progress (:mod:`faithbench.progress`: bars in a
+terminal, plain lines in a log) paces only the units computed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +44,9 @@ from faithbench.bench.run.suite import Suite
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
 from faithbench.metrics.mapstore import MapStore
-from faithbench.models import load_model
+from faithbench.models import load_model, zoo
 from faithbench.models.adapter import ModelAdapter
+from faithbench.progress import progress_bar, quiet
 
 # Rewriting the result tables takes ~1 s on a full suite: after a unit they are rewritten at most this
 # often, and always when the run ends or is interrupted.
@@ -82,6 +87,14 @@ def _load_model(name: str, device: torch.device, shard: Shard) -> ModelAdapter:
     if shard.rank == 0:
         shard.barrier()
     return model
+
+
+def _build_zoo(names: Sequence[str], shard: Shard) -> None:
+    """Rank 0 builds every zoo checkpoint the suite lacks before the first unit (with its own progress and ETA:
+    a build trains for minutes on a CPU and must not enter the units' pace); the other ranks wait."""
+    if shard.rank == 0:
+        zoo.build_missing(names)
+    shard.barrier()
 
 
 class _Writer:
@@ -162,7 +175,8 @@ def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) ->
     main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
     try:
-        return _run(suite, out, dev, shard, progress)
+        with quiet() if not progress or shard.rank != 0 else contextlib.nullcontext():  # one rank draws
+            return _run(suite, out, dev, shard, progress)
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
@@ -174,23 +188,27 @@ def _run(suite: Suite, out: Path, dev: torch.device, shard: Shard, progress: boo
     data = load_data(suite)
     ids = sample_ids(suite, len(data.labels))
     batch = min(4 * suite.batch_size, suite.max_batch)
+    _build_zoo(suite.models, shard)
     shared = share_items(steps, data, dev, lambda name: _load_model(name, dev, shard), batch)
     digest = shared_digest(shared)  # part of every unit's key: the items depend on every deciding model
     writer = _Writer(out, suite, provenance(dev, suite.seed), shard.rank == 0, shared)
     total = len(suite.models) * len(steps.jobs)
     if shard.rank == 0 and (out / "run.json").exists():
         tqdm.write(f"resuming {out}: {resume_count(writer.store, steps.keys)} of {total} units done", file=sys.stderr)
-    bar = tqdm(
+    # A bar in a terminal, plain lines in a log; its ETA counts only the units computed here (not those reused from
+    # an earlier run or skipped) and leaves out the time models take to load.
+    bar = progress_bar(
         total=total, desc=f"suite {suite.name}", unit="unit", disable=not progress or shard.rank != 0, file=sys.stderr
     )
     try:
         for model_name in suite.models:
-            model = _load_model(model_name, dev, shard)
+            with bar.paused():
+                model = _load_model(model_name, dev, shard)
             model_cache: dict = {}
             for job in steps.jobs:
                 bar.set_postfix_str(f"{model_name} / {job.name}")
-                _run_job(steps, job, model_name, model, model_cache, data, ids, dev, shard, writer, digest)
-                bar.update()
+                computed = _run_job(steps, job, model_name, model, model_cache, data, ids, dev, shard, writer, digest)
+                bar.update(timed=computed)
             if shard.rank == 0:
                 writer.check_identities(model, model_name)
             del model, model_cache
@@ -221,16 +239,17 @@ def _run_job(
     shard: Shard,
     writer: _Writer,
     digest: str,
-) -> None:
+) -> bool:
     """One (model, job) unit: skipped if the method cannot explain the model, reused if the folder holds it under
-    the same key, otherwise explained, scored, its maps and record saved; then its example map (rank 0)."""
+    the same key, otherwise explained, scored, its maps and record saved; then its example map (rank 0). Returns
+    whether it was computed (not skipped, not reused)."""
     suite = steps.suite
     method = job.build()
     try:
         method.check(model)
     except UnsupportedMethodError as exc:
         writer.skip(model_name, job.name, str(exc))
-        return
+        return False
     plan_key_ = steps.keys[(model_name, job.name)]
     key = unit_key(plan_key_, model.weights_sha256, digest)
     stored = writer.store.load_unit(model_name, job.name, key) if shard.rank == 0 else None
@@ -268,3 +287,4 @@ def _run_job(
         writer.start()
         unit = suite_unit(suite, model, job.build(), data, torch.arange(0), dev)  # the example's own unit
         save_example(writer.store.out, unit, example.spec, example.config, model_name, job.name, key)
+    return cached is None

@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
@@ -26,9 +27,21 @@ from faithbench.models.adapter import state_sha256
 from faithbench.models.data.mnist import mnist_splits
 from faithbench.models.zoo.catalog import RECIPES
 from faithbench.models.zoo.recipes import BCOS, STANDARD, Recipe
-from faithbench.models.zoo.training import accuracy, build_numerics
+from faithbench.models.zoo.training import accuracy, build_label, build_numerics
+from faithbench.progress import clock_text, silenced
 
-__all__ = ["BCOS", "RECIPES", "STANDARD", "ZOO_VERSION", "Recipe", "build", "cache_dir", "recipe_hash"]
+__all__ = [
+    "BCOS",
+    "RECIPES",
+    "STANDARD",
+    "ZOO_VERSION",
+    "Recipe",
+    "build",
+    "build_missing",
+    "cache_dir",
+    "missing",
+    "recipe_hash",
+]
 
 ZOO_VERSION = 2
 
@@ -118,3 +131,42 @@ def build(name: str) -> tuple[nn.Module, dict]:
         _say(f"{name}: held-out accuracy {info['test_accuracy']:.4f}")
         _save_checkpoint(name, model, info)
     return model.eval(), info
+
+
+def missing(names: Iterable[str]) -> list[str]:
+    """The zoo models among ``names`` without a checkpoint, with the zoo models their builds need, dependencies
+    first (names outside the zoo are ignored; a model whose checkpoint exists needs none of its dependencies)."""
+    seen: set[str] = set()
+    todo: list[str] = []
+
+    def visit(name: str) -> None:
+        if name in seen:
+            return
+        seen.add(name)
+        if checkpoint_path(name).exists():
+            return
+        for dep in RECIPES.get(name).depends:
+            visit(dep)
+        todo.append(name)
+
+    for name in names:
+        if name in RECIPES:
+            visit(name)
+    return todo
+
+
+def build_missing(names: Iterable[str]) -> list[str]:
+    """Build, one after the other, the zoo models :func:`missing` lists, each under a training bar (or plain lines)
+    named ``zoo build i/n NAME``; returns their names. A run calls it before its first unit, so that build time
+    has its own progress and never enters the units' pace."""
+    todo = missing(names)
+    if not todo:
+        return []
+    _say(f"{len(todo)} model(s) to build first (trained here, minutes each on a CPU): {', '.join(todo)}")
+    start = time.perf_counter()
+    for i, name in enumerate(todo, 1):
+        with build_label(f"zoo build {i}/{len(todo)} {name}"):
+            build(name)
+        if not silenced():  # a progress line: --no-progress drops it
+            _say(f"{i}/{len(todo)} built, {clock_text(time.perf_counter() - start)} elapsed")
+    return todo

@@ -5,15 +5,17 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 import torch
 import torch.nn.functional as F
 from bcos.modules.losses import UniformOffLabelsBCEWithLogitsLoss
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
 from faithbench.models.adapter import predict_logits
 from faithbench.models.data.mnist import Split
+from faithbench.progress import Bar, Lines
+from faithbench.progress import progress_bar as _progress_bar
 
 Encode = Callable[[Tensor], Tensor]
 
@@ -26,11 +28,27 @@ BUILD_THREADS = 2
 LOSSES = ("ce", "bce", "bce_uniform")
 
 
-def progress_bar(iterable: object = None, **kwargs: object) -> tqdm:
-    """A zoo training bar, silent while ``TQDM_DISABLE`` is set (``--no-progress`` sets it): tqdm itself reads its
-    ``TQDM_*`` variables only once, when it is imported, so a flag set later would not reach it."""
-    off = os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes")
-    return tqdm(iterable, disable=off, **kwargs)
+# The name of the zoo build in progress ("zoo build 2/5 cnn_mnist"): its training bars say which build they are.
+_BUILD_LABEL: ContextVar[str | None] = ContextVar("build_label", default=None)
+
+
+@contextmanager
+def build_label(label: str) -> Iterator[None]:
+    """Name the training bars started inside ``label`` (instead of the recipe's own description)."""
+    token = _BUILD_LABEL.set(label)
+    try:
+        yield
+    finally:
+        _BUILD_LABEL.reset(token)
+
+
+def progress_bar(iterable: object = None, **kwargs: object) -> Bar | Lines:
+    """A zoo training bar (:func:`faithbench.progress.progress_bar`: a bar in a terminal, plain lines in a log;
+    silent under ``--no-progress``), named by the build in progress."""
+    label = _BUILD_LABEL.get()
+    if label is not None:
+        kwargs["desc"] = label
+    return _progress_bar(iterable, **kwargs)
 
 
 def build_threads() -> int:
@@ -116,7 +134,7 @@ def training_step(
     loss: str,
     opt: torch.optim.Optimizer,
     sched: torch.optim.lr_scheduler.LRScheduler,
-    bar: tqdm,
+    bar: Bar | Lines,
 ) -> None:
     """One optimiser step on ``loss`` (one of :data:`LOSSES`)."""
     value = classification_loss(logits, labels, loss)
