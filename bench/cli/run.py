@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from faithbench.bench.cli.parser import table_overrides
-from faithbench.bench.report.build import leaderboard, report, to_text
+from faithbench.bench.report.build import headline, report
+from faithbench.bench.report.formats import WIDTH, to_text
 from faithbench.bench.run.runner import Terminated, run
 from faithbench.bench.run.suite import load_suite, with_overrides
 from faithbench.errors import UserError
@@ -67,14 +68,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         sys.stderr.write("no (model, method) pair could be evaluated; see skipped.json\n")
         return 1
     if args.no_report:
-        text, files = to_text(leaderboard(results)), []
+        text = (
+            to_text(headline(results), width=WIDTH, keys=1)
+            + f"\nThe report: python -m bench report {out / 'results.csv'}"
+        )
+        written = ""
     else:
         text, tables, plots = report(out / "results.csv", progress=None if args.no_progress else say)
-        files = [*tables.values(), *plots]
-    sys.stdout.write(f"\nleaderboard ({suite.name}, mean ± 95% CI half-width):\n{text}\n\n")
-    sys.stdout.write(f"results:  {out / 'results.csv'} (per sample: samples.csv, curves: curves.csv)\n")
-    for f in files:
-        sys.stdout.write(f"report:   {f}\n")
+        written = f"report:   {out / 'report'} ({len(tables)} tables and {len(plots)} figures; the page: index.html)\n"
+    sys.stdout.write(f"\nleaderboard ({suite.name}): the best method of each model on each metric\n{text}\n\n")
+    sys.stdout.write(f"results:  {out / 'results.csv'} (per sample: samples.csv, curves: curves.csv)\n{written}")
     skipped = json.loads((out / "skipped.json").read_text())
     if skipped:
         sys.stdout.write(f"skipped {len(skipped)} unsupported (model, method) pairs: see {out / 'skipped.json'}\n")
@@ -90,6 +93,6 @@ def cmd_report(args: argparse.Namespace) -> int:
         Path(args.results), Path(args.out) if args.out else None, alpha=args.alpha, n_boot=args.n_boot, progress=say
     )
     sys.stdout.write(text + "\n\n")
-    for f in [*tables.values(), *plots]:
-        sys.stdout.write(f"wrote {f}\n")
+    folder = tables["html"].parent
+    sys.stdout.write(f"wrote {len(tables)} tables and {len(plots)} figures to {folder} (the page: index.html)\n")
     return 0
