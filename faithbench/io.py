@@ -21,6 +21,14 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode())
 
 
+def load_torch(path: Path) -> Any:
+    """A file ``torch.save`` wrote, on the CPU, tensors and plain containers only (torch is imported here, not at the
+    top: the modules that read result tables import this one, and ``compare`` must not wait for torch)."""
+    import torch
+
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
 def atomic_torch_save(path: Path, obj: Any) -> None:
     import torch
 

@@ -5,6 +5,7 @@ import argparse
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -41,6 +42,21 @@ def test_help_and_list_leave_torch_and_the_models_unimported():
         proc = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert proc.stdout.splitlines() == ["[]", "[]"], (argv, proc.stdout)
+
+
+def test_compare_reads_two_result_files_without_torch_or_the_methods():
+    reference = str(Path(__file__).resolve().parent.parent / "results" / "reference" / "smoke" / "results.csv")
+    script = (
+        "import contextlib, io, sys\n"
+        "from faithbench.bench.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main(['compare', sys.argv[1], sys.argv[1]]) == 0\n"
+        "print(sorted(m for m in ('torch', 'captum', 'transformers', 'matplotlib') if m in sys.modules))\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('faithbench.attributions', 'faithbench.models'))))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script, reference], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == ["[]", "[]"], proc.stdout
 
 
 def _value_options() -> list[tuple[str, argparse.Action]]:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from faithbench.bench.report.build import to_text
+from faithbench.bench.report.formats import to_text
 from faithbench.bench.report.compare import FAILING, compare
 
 

@@ -12,10 +12,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from faithbench.attributions import CONTROLS
 from faithbench.bench.cli import main
 from faithbench.bench.run import runner
 from faithbench.bench.run.folder_lock import FolderLock
 from faithbench.bench.run.rescore import rescore
+from faithbench.bench.run.results import LEGACY_CONTROLS, with_job_columns
 
 SUITE = """
 name = "store"
@@ -286,3 +288,10 @@ def test_resume_counts_only_units_of_this_plan(tmp_path):
         (store.units / f"cnn_mnist__{method}.json").write_text(json.dumps(unit))
     plans = {("cnn_mnist", "gradient"): "p1", ("cnn_mnist", "gradcam"): "p2", ("cnn_mnist", "lime"): "p3"}
     assert resume_count(store, plans) == 1
+
+
+def test_the_legacy_controls_are_controls():
+    """Rows written before the ``is_control`` column name their controls from a frozen list (results.py)."""
+    assert set(LEGACY_CONTROLS) <= set(CONTROLS)
+    legacy = with_job_columns(pd.DataFrame({"method": ["random", "gradient", "lime@seed1"]}))
+    assert list(legacy["is_control"]) == [True, False, False] and list(legacy["rerun_seed"].fillna(0)) == [0, 0, 1]
