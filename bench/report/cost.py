@@ -1,4 +1,4 @@
-"""What an explanation costs, from the rows' own timings: the report's cost section and its
+"""What an explanation costs, from the rows' own timings: the table behind the report's cost section and its
 faithfulness-vs-cost plot (the counters themselves: :mod:`faithbench.bench.run.cost`)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from faithbench.bench.report.order import is_control, method_colour, method_order
-from faithbench.bench.report.style import method_marker, metric_order, save
+from faithbench.bench.report.order import is_control, method_colour, method_order, metric_order
+from faithbench.bench.report.style import method_marker, save
 from faithbench.bench.run.results import contestants
 
 
@@ -126,20 +126,3 @@ def explanation_cost(results: pd.DataFrame, reference: str = "native") -> pd.Dat
     ref = table[table["method"] == reference].set_index("model")["s_per_input"]
     table[f"x_{reference}"] = table["s_per_input"] / table["model"].map(ref)
     return table.sort_values(["model", "s_per_input"], kind="stable").reset_index(drop=True)
-
-
-def cost_section(results: pd.DataFrame, markdown: bool, fmt: Any) -> str:
-    """The report's section on what an explanation costs (``fmt``: the table formatter)."""
-    table = explanation_cost(results)
-    if table.empty:
-        return ""
-    shown = table.assign(
-        s_per_input=table["s_per_input"].map(lambda v: f"{v:.4f}"),
-        x_native=table["x_native"].map(lambda v: "–" if v != v else f"{v:.1f}x"),
-    )
-    head = "### Cost of an explanation\n\n" if markdown else "cost of an explanation\n"
-    note = (
-        "Seconds per explained input (the per-sample explanations of each unit, on this run's device and batch "
-        "size), and the ratio to the native W(x)x of the same model."
-    )
-    return f"{head}{note}\n\n" + fmt(shown).rstrip("\n")

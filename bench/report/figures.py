@@ -13,9 +13,9 @@ import pandas as pd
 from faithbench.bench.report.cost import cost_plot
 from faithbench.bench.report.curves import curve_figures
 from faithbench.bench.report.heatmap import score_heatmap
+from faithbench.bench.report.order import metric_order
 from faithbench.bench.report.panel import example_panel
 from faithbench.bench.report.stats import LeaderboardStats, agreement_heatmap, rank_interval_plot
-from faithbench.bench.report.style import metric_order
 from faithbench.bench.run.results import first_runs, with_job_columns
 
 

@@ -1,5 +1,6 @@
-"""One order and one colour per method for every table and figure of a report: methods in the registry's order
-(controls last, in grey), models in the run's order; a method keeps its colour in every figure and every run."""
+"""One order of the metrics, and one order and one colour per method, for every table and figure of a report:
+methods in the registry's order (controls last, in grey), models in the run's order; a method keeps its colour in
+every figure and every run."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from faithbench.attributions import CONTROLS, METHODS
+from faithbench.metrics.registry import METRICS
 
 # Twenty colours a reader can tell apart (matplotlib's tab20, the dark shade of each hue first); controls are grey.
 _PALETTE = (
@@ -53,3 +55,9 @@ def method_palette(methods: Iterable[str]) -> dict[str, str]:
 def model_order(results: pd.DataFrame) -> list[str]:
     """The models in the order the run lists them (the suite's order)."""
     return list(dict.fromkeys(results["model"]))
+
+
+def metric_order(metrics: Iterable[str]) -> list[str]:
+    """The given metrics in the registry's (the leaderboard's) order, unregistered ones after, by name."""
+    names = set(metrics)
+    return [m for m in METRICS if m in names] + sorted(names - set(METRICS))

@@ -4,7 +4,6 @@ per method (its colour is :mod:`faithbench.bench.report.order`'s), the direction
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,6 @@ from PIL import Image
 
 from faithbench.attributions import CONTROLS, METHODS
 from faithbench.bench.report.order import is_control, method_colour
-from faithbench.metrics.registry import METRICS
 
 DPI = 100
 WIDTH_IN = 16.0  # 1600 px at DPI: the width a report page shows a figure at
@@ -46,12 +44,6 @@ def line_style(method: str) -> dict[str, Any]:
         "linewidth": 1.8,
         "zorder": 2,
     }
-
-
-def metric_order(metrics: Iterable[str]) -> list[str]:
-    """The given metrics in the registry's (the leaderboard's) order, unregistered ones after, by name."""
-    names = set(metrics)
-    return [m for m in METRICS if m in names] + sorted(names - set(METRICS))
 
 
 def better(higher: bool) -> str:

@@ -7,10 +7,9 @@ import math
 
 import pandas as pd
 
-from faithbench.bench.report.order import is_control, method_order, model_order
+from faithbench.bench.report.order import is_control, method_order, metric_order, model_order
 from faithbench.bench.report.stats import BEST, TIED, LeaderboardStats
 from faithbench.bench.run.results import contestants, first_runs
-from faithbench.metrics.registry import METRICS
 
 
 def _cell(mean: float, low: float, high: float) -> str:
@@ -18,12 +17,6 @@ def _cell(mean: float, low: float, high: float) -> str:
         return "n/a"
     half = (high - low) / 2 if math.isfinite(high) and math.isfinite(low) else 0.0
     return f"{mean:.2f} ± {half:.2f}"
-
-
-def metric_order(results: pd.DataFrame) -> list[str]:
-    """The run's metrics in the registry's order (unregistered ones after, by name)."""
-    present = set(results["metric"])
-    return [m for m in METRICS if m in present] + sorted(present - set(METRICS))
 
 
 def metric_head(results: pd.DataFrame, metric: str) -> str:
@@ -38,7 +31,7 @@ def row_order(results: pd.DataFrame) -> list[tuple[str, str]]:
     """Every (model, method) of the run: models in the run's order; within a model its methods by their score on
     the first metric (best first, undefined last, ties in the registry's order), then the controls."""
     results = first_runs(results)
-    first = results[results["metric"] == metric_order(results)[0]]
+    first = results[results["metric"] == metric_order(results["metric"])[0]]
     order = []
     for model in model_order(results):
         names = method_order(results.loc[results["model"] == model, "method"])
@@ -65,7 +58,7 @@ def leaderboard(results: pd.DataFrame, stats: LeaderboardStats | None = None) ->
     the best and tied-best cells of each model and metric carry their marks and P(rank 1).
     """
     results = first_runs(results)  # reruns: statistics only
-    metrics = metric_order(results)
+    metrics = metric_order(results["metric"])
     cells = [
         _cell(mean, low, high) + (f" {stats.suffix(model, method, metric)}" if stats else "").rstrip()
         for mean, low, high, model, method, metric in zip(
@@ -85,7 +78,7 @@ def headline(results: pd.DataFrame, stats: LeaderboardStats | None = None) -> pd
     """One row per model, one column per metric: the best method and its mean, ``(+k ≈)`` when k more methods are
     not significantly worse (with ``stats``; without, the best mean alone). Controls never head a column."""
     results = contestants(results)
-    metrics = metric_order(results) if not results.empty else []
+    metrics = metric_order(results["metric"]) if not results.empty else []
     marks = stats.marks if stats else {}
     rows = []
     for model in model_order(results):
