@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from faithbench.bench.report.formats import to_text
 from faithbench.bench.report.compare import FAILING, compare
+from faithbench.bench.report.formats import to_text
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
