@@ -99,6 +99,13 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
         help="at most this many inputs per model call, in every method and metric (memory); default: the suite's",
     )
     p_run.add_argument(
+        "--pieces",
+        type=int,
+        metavar="N",
+        help="split each (model, method) unit into N pieces that the run's workers share (torchrun ranks, a job "
+        "array, another `run` of the same suite into the same --out); default: the suite's (1)",
+    )
+    p_run.add_argument(
         "--data-root", metavar="DIR", help="ImageNet-style folder (one sub-folder per class) instead of the default"
     )
     p_run.add_argument("--out", metavar="DIR", help="output folder (default runs/SUITE); rerunning resumes")

@@ -49,6 +49,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         n_samples=args.n_samples,
         batch_size=args.batch_size,
         max_batch=args.max_batch,
+        pieces=args.pieces,
         data_root=args.data_root,
         dataset="imagefolder" if args.data_root else None,
         tables=table_overrides(args),

@@ -75,7 +75,7 @@ def _sync(device: torch.device) -> None:
 
 
 def evaluate_unit(unit: Unit, metrics: Sequence[MetricJob]) -> dict[str, dict[str, Any]]:
-    """This shard's per-sample records of every metric in ``metrics`` (the plan's).
+    """This piece's per-sample records of every metric in ``metrics`` (the plan's).
 
     A metric's time excludes the explanations it triggered (shared, reported as explain time); its
     model calls and peak memory include them (the first metric that needs an explanation pays for it).
@@ -96,27 +96,3 @@ def evaluate_unit(unit: Unit, metrics: Sequence[MetricJob]) -> dict[str, dict[st
         explain_s = unit.explanation_seconds(result.explained)
         records[name] = to_record(spec, result, explain_s, max(spent, 0.0), cost)
     return records
-
-
-def merge_shards(parts: list[dict[str, dict]]) -> dict[str, dict]:
-    """Concatenate the shards' records of each metric, ordered by sample id."""
-    merged: dict[str, dict] = {}
-    for metric in parts[0]:
-        recs = [p[metric] for p in parts]
-        ids = [sid for r in recs for sid in r["sample_ids"]]
-        order = sorted(range(len(ids)), key=ids.__getitem__)
-        out = dict(recs[0])
-        for key in ("values", "undefined", "sample_ids", "curve"):
-            if any(r[key] is not None for r in recs):
-                flat = [v for r in recs for v in (r[key] or [])]
-                out[key] = [flat[i] for i in order]
-        if out["fractions"] is None:
-            out["fractions"] = next((r["fractions"] for r in recs if r["fractions"] is not None), None)
-        out["explain_time_s"] = max(r["explain_time_s"] for r in recs)
-        out["metric_time_s"] = max(r["metric_time_s"] for r in recs)
-        if all("model_calls" in r for r in recs):
-            out["model_calls"] = sum(r["model_calls"] for r in recs)
-            out["model_inputs"] = sum(r["model_inputs"] for r in recs)
-            out["peak_memory_mb"] = max(r["peak_memory_mb"] for r in recs)
-        merged[metric] = out
-    return merged

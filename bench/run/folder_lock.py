@@ -1,4 +1,4 @@
-"""One writer per run folder: an exclusive ``flock`` on ``RUN/.lock``.
+"""One writer per run folder: an exclusive ``flock`` on ``RUN/.lock`` -- or the workers of one run, together.
 
 The operating system releases the lock when its process ends, however it ends (``kill -9`` and a
 crashed node included), so a killed run never leaves a folder stuck; a second run (or ``rescore``)
@@ -6,6 +6,11 @@ into a folder that a live process holds stops at once, before any compute, with 
 holder. The lock file stays behind (unlinking it would let two processes lock two different files);
 its content is only the last holder's description. On NFS, Linux emulates ``flock`` with POSIX
 locks, which lockd serves across hosts.
+
+The workers of one run (torchrun ranks, the tasks of a job array, a second ``bench run`` of the same suite) share
+the folder: each holds a *shared* lock, and a worker joins only a folder whose holders run the same computation
+(the ``run_id`` the first one recorded: the suite's settings and the code, :func:`faithbench.bench.run.plan.run_id`).
+Another run, and every command that needs the folder to itself (``rescore``), stops with the holder named.
 """
 
 from __future__ import annotations
@@ -37,8 +42,8 @@ def check_output_folder(out: Path) -> None:
 class FolderLock:
     """Exclusive ownership of a run folder for one process (``with FolderLock(out, "run"): ...``)."""
 
-    def __init__(self, folder: Path, purpose: str) -> None:
-        self.folder, self.purpose = Path(folder), purpose
+    def __init__(self, folder: Path, purpose: str, run_id: str | None = None) -> None:
+        self.folder, self.purpose, self.run_id = Path(folder), purpose, run_id
         self.path = self.folder / LOCK_NAME
         self.created_folder = False
         self._fd: int | None = None
@@ -51,34 +56,62 @@ class FolderLock:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise UserError(f"cannot write to {self.folder} ({exc.strerror}); choose a writable --out") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
+        if self.run_id is not None:
+            return self._join(fd)
+        if not _try_flock(fd, fcntl.LOCK_EX, self.path):
             os.close(fd)
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise UserError(f"cannot lock {self.path} ({exc.strerror})") from None
-            raise UserError(
-                f"{self.folder} is in use by another process ({self.holder()}); wait for it to finish, "
-                "or write to another folder (--out)"
-            ) from None
+            raise self._busy()
+        self._own(fd)
+        return self
+
+    def _busy(self) -> UserError:
+        return UserError(
+            f"{self.folder} is in use by another process ({self.holder()}); wait for it to finish, "
+            "or write to another folder (--out)"
+        )
+
+    def _join(self, fd: int) -> FolderLock:
+        """A worker's shared lock: the first worker records the run, later ones join it if it is the same run.
+        Joining is serialised on ``.lock-join`` so that two first workers cannot both record their run."""
+        gate = os.open(self.folder / f"{LOCK_NAME}-join", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(gate, fcntl.LOCK_EX)
+            if _try_flock(fd, fcntl.LOCK_EX, self.path):  # nobody holds the folder: this worker is the first
+                self._own(fd)
+                fcntl.flock(fd, fcntl.LOCK_SH)
+                return self
+            if self._owner().get("run_id") != self.run_id or not _try_flock(fd, fcntl.LOCK_SH, self.path):
+                os.close(fd)
+                raise self._busy()
+            self._fd = fd
+            return self
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+            os.close(gate)
+
+    def _own(self, fd: int) -> None:
         owner = {
             "purpose": self.purpose,
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "since_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "command": " ".join(sys.argv),
+            **({"run_id": self.run_id} if self.run_id else {}),
         }
         os.ftruncate(fd, 0)
         os.write(fd, json.dumps(owner).encode())
         self._fd = fd
-        return self
 
-    def holder(self) -> str:
-        """The holder as its lock file describes it (written by the holder itself, after locking)."""
+    def _owner(self) -> dict:
         try:
             owner = json.loads(self.path.read_text() or "{}")
         except (OSError, ValueError):
-            owner = {}
+            return {}
+        return owner if isinstance(owner, dict) else {}
+
+    def holder(self) -> str:
+        """The holder as its lock file describes it (written by the holder itself, after locking)."""
+        owner = self._owner()
         if not owner:
             return "holder unknown"
         return (
@@ -93,8 +126,10 @@ class FolderLock:
         fcntl.flock(self._fd, fcntl.LOCK_UN)
         os.close(self._fd)
         self._fd = None
-        if remove_if_empty and self.created_folder and [p.name for p in self.folder.iterdir()] == [LOCK_NAME]:
-            self.path.unlink(missing_ok=True)
+        left = {p.name for p in self.folder.iterdir()}
+        if remove_if_empty and self.created_folder and left <= {LOCK_NAME, f"{LOCK_NAME}-join"}:
+            for name in left:
+                (self.folder / name).unlink(missing_ok=True)
             self.folder.rmdir()
 
     def __enter__(self) -> FolderLock:
@@ -102,3 +137,14 @@ class FolderLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _try_flock(fd: int, kind: int, path: Path) -> bool:
+    """``flock(fd, kind)`` without waiting: False when another process holds a conflicting lock."""
+    try:
+        fcntl.flock(fd, kind | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise UserError(f"cannot lock {path} ({exc.strerror})") from None
+        return False
+    return True

@@ -157,6 +157,13 @@ def unit_key(plan: str, weights_sha256: str, shared: str = "") -> str:
     return hashlib.sha256(f"{plan}:{weights_sha256}{f':{shared}' if shared else ''}".encode()).hexdigest()
 
 
+def run_id(steps: Plan) -> str:
+    """What makes two workers part of the same run: the suite as resolved and every unit's plan key (the code and
+    plugins included). Workers with the same id share a run folder; another run does not join it."""
+    payload = {"suite": steps.suite.to_dict(), "keys": sorted(steps.keys.values())}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def resume_count(store: RunStore, plans: dict[tuple[str, str], str]) -> int:
     """How many of the planned (model, method) units the folder already holds for the same plan (their
     models' weights are checked when each model loads)."""

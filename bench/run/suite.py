@@ -38,6 +38,7 @@ SCALARS = {  # key: (type, smallest value or None)
     "batch_size": (int, 1),
     "max_batch": (int, 1),
     "store_maps": (bool, None),
+    "pieces": (int, 1),
 }
 LISTS = ("models", "methods", "metrics", "plugins", "controls", "rerun_seeds")
 
@@ -68,6 +69,7 @@ class Suite:
     batch_size: int = 64
     max_batch: int = 256  # inputs per model call, for every method and metric (not in the resume key: memory only)
     store_maps: bool = True  # keep every unit's maps for ``bench rescore`` (not in the resume key)
+    pieces: int = 1  # each unit split into this many pieces that workers share (bench.run.pieces)
     configs: Mapping[str, Any] = field(default_factory=dict)
     method_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     plugins: tuple[str, ...] = ()
@@ -100,6 +102,8 @@ class Suite:
             "batch_size": self.batch_size,
             "metrics": list(self.metrics),
             "configs": {t: to_dict(self.configs[t]) for t in sorted(tables)},
+            # a piece explains its own batches: more pieces may round differently (1 keeps the keys of old runs)
+            **({"pieces": self.pieces} if self.pieces != 1 else {}),
         }
 
 

@@ -11,12 +11,14 @@ SHA-256 is reported and rebuilt. Cache folder: ``$FAITHBENCH_CACHE`` or ``~/.cac
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -120,17 +122,39 @@ def build(name: str) -> tuple[nn.Module, dict]:
     info = _load_checkpoint(name, model)
     if info is None:
         deps = {d: build(d)[0] for d in r.depends}
-        _say(f"building {name}: {r.description}")
-        start = time.perf_counter()
-        with build_numerics() as numerics:
-            extra = r.train(model, deps, r.params)
-        extra["build_numerics"] = numerics
-        extra["build_seconds"] = round(time.perf_counter() - start, 1)  # training only, dependencies excluded
-        model.eval()
-        info = {**held_out_accuracy(r, model), "recipe_hash": recipe_hash(name), **extra}
-        _say(f"{name}: held-out accuracy {info['test_accuracy']:.4f}")
-        _save_checkpoint(name, model, info)
+        with _build_lock(name):  # two workers of a run: one trains, the other waits and loads its checkpoint
+            info = _load_checkpoint(name, model)
+            if info is None:
+                info = _train(name, r, model, deps)
     return model.eval(), info
+
+
+@contextmanager
+def _build_lock(name: str) -> Iterator[None]:
+    """An exclusive ``flock`` on ``NAME.lock`` beside the checkpoint, for the time of a build."""
+    path = checkpoint_path(name).with_suffix(".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _train(name: str, r: Recipe, model: nn.Module, deps: dict[str, nn.Module]) -> dict:
+    """Train ``model`` by its recipe on the CPU, save the checkpoint; returns its info."""
+    _say(f"building {name}: {r.description}")
+    start = time.perf_counter()
+    with build_numerics() as numerics:
+        extra = r.train(model, deps, r.params)
+    extra["build_numerics"] = numerics
+    extra["build_seconds"] = round(time.perf_counter() - start, 1)  # training only, dependencies excluded
+    model.eval()
+    info = {**held_out_accuracy(r, model), "recipe_hash": recipe_hash(name), **extra}
+    _say(f"{name}: held-out accuracy {info['test_accuracy']:.4f}")
+    _save_checkpoint(name, model, info)
+    return info
 
 
 def missing(names: Iterable[str]) -> list[str]:

@@ -11,7 +11,7 @@ import torch
 from faithbench.attributions import METHODS, register_method
 from faithbench.attributions.gradients import Gradient
 from faithbench.bench.report.build import report
-from faithbench.bench.run import identity, runner
+from faithbench.bench.run import identity, runner, work
 from faithbench.bench.run.suite import build_suite
 from faithbench.models.adapter import ModelAdapter
 from faithbench.models.encoding import bcos_inverse
@@ -80,8 +80,8 @@ def test_the_flag_survives_a_resume_from_the_unit_files(run_dir, monkeypatch, ca
     def boom(*args, **kwargs):
         raise AssertionError("a finished unit was recomputed")
 
-    monkeypatch.setattr(runner, "evaluate_unit", boom)
-    monkeypatch.setattr(runner, "fingerprint", boom)
+    monkeypatch.setattr(work, "evaluate_unit", boom)
+    monkeypatch.setattr(work, "fingerprint", boom)
     with toy_methods_registered():
         runner.run(build_suite(SUITE), run_dir, device="cpu", progress=False)
     pairs = json.loads((run_dir / identity.FILE).read_text())["pairs"]

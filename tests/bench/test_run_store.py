@@ -14,7 +14,7 @@ import pytest
 
 from faithbench.attributions import CONTROLS
 from faithbench.bench.cli import main
-from faithbench.bench.run import runner
+from faithbench.bench.run import runner, work
 from faithbench.bench.run.folder_lock import FolderLock
 from faithbench.bench.run.rescore import rescore
 from faithbench.bench.run.results import LEGACY_CONTROLS, with_job_columns
@@ -56,14 +56,14 @@ def test_a_second_run_into_a_folder_in_use_stops_before_computing_and_the_first_
     """Issue 26 case 1: run B (seed 1, one method) started while run A was between units used to exit 0 and
     leave run.json of B beside results.csv rows of A and unit files of both."""
     out = tmp_path / "run"
-    real, codes = runner.evaluate_unit, []
+    real, codes = work.evaluate_unit, []
 
     def start_b_during_a(unit, s):
         if not codes:  # while run A holds the folder, after its first unit has started
             codes.append(_run(suite, out, "--seed", "1", "--methods", "gradient"))
         return real(unit, s)
 
-    monkeypatch.setattr(runner, "evaluate_unit", start_b_during_a)
+    monkeypatch.setattr(work, "evaluate_unit", start_b_during_a)
     assert _run(suite, out) == 0
     assert codes == [2]
     err = capsys.readouterr().err
@@ -144,7 +144,7 @@ def test_a_bad_output_folder_fails_in_one_line_before_any_compute(suite, tmp_pat
     def forbidden(*args, **kwargs):
         raise AssertionError("computed before checking --out")
 
-    monkeypatch.setattr(runner, "evaluate_unit", forbidden)
+    monkeypatch.setattr(work, "evaluate_unit", forbidden)
     monkeypatch.setattr(runner, "load_data", forbidden)
     afile = tmp_path / "results.txt"
     afile.write_text("not a folder")

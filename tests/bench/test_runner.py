@@ -14,7 +14,7 @@ import pytest
 from faithbench.attributions import CONTROLS
 from faithbench.bench.cli import main
 from faithbench.bench.report.compare import compare, paired_bootstrap
-from faithbench.bench.run import runner
+from faithbench.bench.run import runner, work
 from faithbench.bench.run.plan import jobs
 from faithbench.bench.run.results import RESULT_COLUMNS, summarise
 from faithbench.bench.run.suite import available_suites, load_suite, with_overrides
@@ -215,14 +215,14 @@ def test_a_second_run_resumes_without_recomputing(tiny_suite, tiny_run, tmp_path
     def boom(*args, **kwargs):
         raise AssertionError("a finished unit was recomputed")
 
-    monkeypatch.setattr(runner, "evaluate_unit", boom)
+    monkeypatch.setattr(work, "evaluate_unit", boom)
     assert main(["run", "--suite", str(tiny_suite), "--out", str(out), "--no-progress", "--no-report"]) == 0
     pd.testing.assert_frame_equal(pd.read_csv(out / "samples.csv"), pd.read_csv(tiny_run / "samples.csv"))
 
 
 def test_an_interrupted_run_loses_nothing_and_resumes_to_the_same_results(tiny_suite, tiny_run, tmp_path, monkeypatch):
     out = tmp_path / "interrupted"
-    real = runner.evaluate_unit
+    real = work.evaluate_unit
     calls = []
 
     def interrupt_second(*args, **kwargs):
@@ -231,11 +231,11 @@ def test_an_interrupted_run_loses_nothing_and_resumes_to_the_same_results(tiny_s
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "evaluate_unit", interrupt_second)
+    monkeypatch.setattr(work, "evaluate_unit", interrupt_second)
     assert main(["run", "--suite", str(tiny_suite), "--out", str(out), "--no-progress", "--no-report"]) == 130
     partial = pd.read_csv(out / "results.csv")
     assert set(partial.method) == {"gradient"} and set(partial.model) == {"cnn_mnist"}
-    monkeypatch.setattr(runner, "evaluate_unit", real)
+    monkeypatch.setattr(work, "evaluate_unit", real)
     assert main(["run", "--suite", str(tiny_suite), "--out", str(out), "--no-progress", "--no-report"]) == 0
     pd.testing.assert_frame_equal(pd.read_csv(out / "samples.csv"), pd.read_csv(tiny_run / "samples.csv"))
     pd.testing.assert_frame_equal(pd.read_csv(out / "curves.csv"), pd.read_csv(tiny_run / "curves.csv"))
@@ -244,13 +244,13 @@ def test_an_interrupted_run_loses_nothing_and_resumes_to_the_same_results(tiny_s
 def test_changed_settings_recompute_only_what_changed(tiny_suite, tiny_run, tmp_path, monkeypatch):
     out = tmp_path / "changed"
     shutil.copytree(tiny_run, out)
-    real, calls = runner.evaluate_unit, []
+    real, calls = work.evaluate_unit, []
 
     def count(*args, **kwargs):
         calls.append(args[0].method.name)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "evaluate_unit", count)
+    monkeypatch.setattr(work, "evaluate_unit", count)
     assert (
         main(["run", "--suite", str(tiny_suite), "--out", str(out), "--no-progress", "--no-report", "--n-samples", "5"])
         == 0
@@ -299,6 +299,7 @@ def test_max_batch_bounds_every_model_call_of_every_method_and_metric(tiny_suite
         + 'segmentation = "slic"\n[method_params.shapley_sampling]\nn_samples = 1\n'
     )
     monkeypatch.setattr(runner, "load_model", counted)
+    monkeypatch.setattr(work, "load_model", counted)
     out = tmp_path / "bounded"
     args = ["run", "--suite", str(suite), "--out", str(out), "--no-progress", "--no-report", "--max-batch", "5"]
     assert main(args) == 0
@@ -472,13 +473,13 @@ def test_resume_never_mixes_code_or_weights(tiny_suite, tiny_run, tmp_path, monk
     from faithbench.models import adapter
 
     out = tmp_path / "resume"
-    real, calls = runner.evaluate_unit, []
+    real, calls = work.evaluate_unit, []
 
     def count(*args, **kwargs):
         calls.append((args[0].model.name, args[0].method.name))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "evaluate_unit", count)
+    monkeypatch.setattr(work, "evaluate_unit", count)
     args = [
         "run",
         "--suite",

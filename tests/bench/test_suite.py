@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from faithbench.bench.cli import main
-from faithbench.bench.run import runner
+from faithbench.bench.run import runner, work
 from faithbench.bench.run.plan import metric_jobs
 from faithbench.bench.run.suite import build_suite, load_suite, with_overrides
 from faithbench.errors import UserError
@@ -30,6 +30,7 @@ def no_models(monkeypatch):
         raise AssertionError("a model was loaded before the suite was validated")
 
     monkeypatch.setattr(runner, "load_model", forbidden)
+    monkeypatch.setattr(work, "load_model", forbidden)
 
 
 def write(tmp_path, text):

@@ -1,5 +1,6 @@
 """The run walks its plan: once the suite is resolved (``plan``), a job's step consults no registry and no suite
-lookup; it goes runner -> plan's job -> store (resume check) -> evaluate -> metrics -> store -> example."""
+lookup; it goes work -> plan's job -> store (resume check) -> claims -> evaluate -> metrics -> pieces -> store ->
+example."""
 
 import collections
 import sys
@@ -7,6 +8,7 @@ from pathlib import Path
 
 from faithbench.bench.run import runner
 from faithbench.bench.run.suite import load_suite, with_overrides
+from faithbench.bench.run.work import Work
 
 BENCH = Path(runner.__file__).resolve().parents[1]  # bench/
 ROOT = BENCH.parent
@@ -21,9 +23,9 @@ def _rel(path: str) -> str | None:
 
 def test_a_job_enters_no_registry_and_no_suite_lookup(tmp_path, monkeypatch):
     walks = []
-    real = runner._run_job
+    real = Work._unit
 
-    def traced(steps, job, model, *args, **kwargs):
+    def traced(self, name, job, *args, **kwargs):
         entered = collections.Counter()
 
         def profile(frame, event, arg):
@@ -34,12 +36,12 @@ def test_a_job_enters_no_registry_and_no_suite_lookup(tmp_path, monkeypatch):
 
         sys.setprofile(profile)
         try:
-            return real(steps, job, model, *args, **kwargs)
+            return real(self, name, job, *args, **kwargs)
         finally:
             sys.setprofile(None)
             walks.append((job.name, entered))
 
-    monkeypatch.setattr(runner, "_run_job", traced)
+    monkeypatch.setattr(Work, "_unit", traced)
     suite = with_overrides(
         load_suite("smoke"), models=["bcos_cnn_mnist"], methods=["gradient", "native"], n_samples=4, controls=[]
     )
@@ -56,7 +58,10 @@ def test_a_job_enters_no_registry_and_no_suite_lookup(tmp_path, monkeypatch):
         assert rooms <= {
             "bench/run/plan.py",
             "bench/run/results.py",
-            "bench/run/distributed.py",
+            "bench/run/pieces.py",
+            "bench/run/claims.py",
+            "bench/run/work.py",  # the worker's own state (entered back from the writer's callbacks)
+            "bench/run/runner.py",  # the writer and the progress, told of each finished unit
             "bench/run/evaluate.py",
             "bench/run/identity.py",
             "bench/run/examples.py",

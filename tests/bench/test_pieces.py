@@ -1,0 +1,218 @@
+"""Work keyed by content (issue 30): units in pieces that any number of workers claim in the shared run folder; the
+same bytes from 1, 2 or 3 workers; a resumed run reuses every finished piece; a killed worker's claim expires."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from faithbench.bench.run import runner, work
+from faithbench.bench.run.claims import Claims
+from faithbench.bench.run.pieces import merge_pieces
+from faithbench.bench.run.suite import build_suite
+
+SUITE = {
+    "name": "pieces",
+    "dataset": "mnist",
+    "models": ["cnn_mnist"],
+    "methods": ["gradient", "input_x_gradient"],
+    "controls": ["random"],
+    "metrics": ["gridpg", "pixel_deletion", "entropy"],
+    "seed": 0,
+    "n_samples": 6,
+    "batch_size": 4,
+    "pieces": 3,
+    "gridpg": {"preset": "bcos-v2", "n_grids": 3},
+    "deletion": {"block_size": 4},
+}
+TOML = """
+name = "pieces"
+dataset = "mnist"
+models = ["cnn_mnist"]
+methods = ["gradient", "input_x_gradient"]
+controls = ["random"]
+metrics = ["gridpg", "pixel_deletion", "entropy"]
+seed = 0
+n_samples = 6
+batch_size = 4
+pieces = 3
+
+[gridpg]
+preset = "bcos-v2"
+n_grids = 3
+
+[deletion]
+block_size = 4
+"""
+COST = ["explain_time_s", "metric_time_s", "model_calls", "model_inputs", "peak_memory_mb", "device", "created_utc"]
+ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1"}  # as torchrun sets it for each worker: the same kernels
+
+
+def _cli(out: Path, suite: Path, workers: int, env: dict | None = None) -> subprocess.CompletedProcess:
+    head = [sys.executable] + (["-m", "torch.distributed.run", "--nproc_per_node", str(workers)] if workers > 1 else [])
+    args = ["-m", "bench", "run", "--suite", str(suite), "--out", str(out), "--no-progress", "--no-report"]
+    return subprocess.run(
+        head + args + ["--device", "cpu"], capture_output=True, text=True, timeout=600, env=env or ONE_THREAD
+    )
+
+
+def _same_results(a: Path, b: Path) -> None:
+    """samples.csv and curves.csv byte for byte; results.csv but for the cost and provenance of the computation."""
+    for name in ("samples.csv", "curves.csv"):
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    ra, rb = (pd.read_csv(p / "results.csv").drop(columns=COST) for p in (a, b))
+    pd.testing.assert_frame_equal(ra, rb)
+
+
+@pytest.fixture(scope="module")
+def suite_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("suite") / "pieces.toml"
+    path.write_text(TOML)
+    return path
+
+
+@pytest.fixture(scope="module")
+def one_worker(suite_file, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("one") / "run"
+    proc = _cli(out, suite_file, 1)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+def test_claims_are_exclusive_and_a_stale_claim_is_taken_over(tmp_path):
+    a, b = Claims(tmp_path, stale_s=60), Claims(tmp_path, stale_s=60)
+    try:
+        assert a.claim("m__x.0of2") and not b.claim("m__x.0of2")  # one holder
+        assert b.claim("m__x.1of2")  # another piece is free
+        old = time.time() - 3600
+        os.utime(a.path("m__x.0of2"), (old, old))  # its holder stopped refreshing it an hour ago
+        assert b.claim("m__x.0of2") and not a.claim("m__x.0of2")
+        b.release("m__x.0of2")
+        assert not a.path("m__x.0of2").exists() and a.claim("m__x.0of2")
+    finally:
+        a.close(), b.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # closing gives every claim back, leaves no probe
+
+
+def test_the_heartbeat_keeps_a_live_claim_fresh(tmp_path):
+    a, b = Claims(tmp_path, stale_s=0.6, heartbeat_s=0.05), Claims(tmp_path, stale_s=0.6)
+    try:
+        assert a.claim("p")
+        time.sleep(1.2)  # twice the stale limit: only the heartbeat keeps it
+        assert not b.claim("p")
+    finally:
+        a.close(), b.close()
+
+
+def test_merging_pieces_orders_samples_and_adds_up_their_cost():
+    def piece(ids, values, calls):
+        rec = {"values": values, "undefined": [False] * len(ids), "sample_ids": ids, "curve": None, "fractions": None}
+        return {"metrics": {"m": {**rec, "explain_time_s": 1.0, "metric_time_s": 0.5, "model_calls": calls,
+                                  "model_inputs": 2 * calls, "peak_memory_mb": None}}}  # fmt: skip
+
+    merged = merge_pieces([piece([0, 3], [1.0, 4.0], 2), piece([1, 4], [2.0, 5.0], 3), piece([2], [3.0], 1)])["m"]
+    assert merged["sample_ids"] == [0, 1, 2, 3, 4] and merged["values"] == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert (merged["explain_time_s"], merged["metric_time_s"], merged["model_calls"]) == (3.0, 1.5, 6)
+    assert merged["model_inputs"] == 12 and merged["peak_memory_mb"] is None
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_the_same_bytes_from_one_two_and_three_workers(one_worker, suite_file, tmp_path, workers):
+    proc = _cli(tmp_path / "run", suite_file, workers)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _same_results(one_worker, tmp_path / "run")
+    assert not list((tmp_path / "run" / "pieces").glob("*.json"))  # every unit merged from its pieces
+    assert not list((tmp_path / "run" / "claims").glob("*.claim"))  # and every claim given back
+
+
+def test_a_run_stopped_after_two_pieces_resumes_on_three_workers_and_reuses_them(one_worker, tmp_path, monkeypatch):
+    torch_threads = pytest.importorskip("torch").get_num_threads()
+    pytest.importorskip("torch").set_num_threads(1)  # the bytes of the one-worker run (OMP_NUM_THREADS=1)
+    try:
+        suite, out, real, calls = build_suite(SUITE), tmp_path / "run", work.evaluate_unit, []
+
+        def stop_at_the_third(unit, metrics):
+            if len(calls) == 2:
+                raise KeyboardInterrupt
+            calls.append(unit.rank)
+            return real(unit, metrics)
+
+        monkeypatch.setattr(work, "evaluate_unit", stop_at_the_third)
+        with pytest.raises(KeyboardInterrupt):
+            runner.run(suite, out, device="cpu", progress=False)
+        assert len(list((out / "pieces").glob("*.json"))) == 2 and not list((out / "claims").glob("*.claim"))
+
+        resumed: list[int] = []
+
+        def count(unit, metrics):
+            resumed.append(unit.rank)
+            return real(unit, metrics)
+
+        monkeypatch.setattr(work, "evaluate_unit", count)
+        threads = [threading.Thread(target=runner.run, args=(suite, out, "cpu", False)) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=600)
+        total = 3 * 3  # (2 methods + 1 control) x 3 pieces
+        assert len(resumed) == total - 2  # the two finished pieces were reused, no piece was computed twice
+        _same_results(one_worker, out)
+    finally:
+        pytest.importorskip("torch").set_num_threads(torch_threads)
+
+
+SLOW_PLUGIN = """
+import os, time
+from faithbench.attributions import register_method
+from faithbench.attributions.gradients import Gradient
+
+
+@register_method
+class SlowGradient(Gradient):
+    name = "slow_gradient"
+    description = "the gradient, after a long wait while the file named by $SLOW_MARKER exists"
+
+    def _attribute(self, model, inputs, targets):
+        while os.path.exists(os.environ.get("SLOW_MARKER", "")):
+            time.sleep(0.2)
+        return super()._attribute(model, inputs, targets)
+"""
+
+
+def test_a_worker_killed_while_it_holds_a_claim_does_not_block_the_run(tmp_path):
+    (tmp_path / "slow_plugin.py").write_text(SLOW_PLUGIN)
+    suite = tmp_path / "slow.toml"
+    suite.write_text(
+        TOML.replace('methods = ["gradient", "input_x_gradient"]', 'methods = ["slow_gradient"]')
+        .replace('controls = ["random"]', "controls = false")
+        .replace("pieces = 3", "pieces = 2")
+    )
+    suite.write_text('plugins = ["slow_plugin"]\n' + suite.read_text())
+    marker, out = tmp_path / "hold", tmp_path / "run"
+    marker.touch()
+    env = {**ONE_THREAD, "SLOW_MARKER": str(marker)}  # the plugin: found beside the suite file
+    args = [sys.executable, "-m", "bench", "run", "--suite", str(suite), "--out", str(out)]
+    args += ["--no-progress", "--no-report", "--device", "cpu"]
+    first = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not list((out / "claims").glob("*.claim")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert list((out / "claims").glob("*.claim")), "the first worker never claimed a piece"
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    marker.unlink()  # the second worker's pieces run at once
+    second = subprocess.run(
+        args, env={**env, "FAITHBENCH_CLAIM_STALE_S": "2"}, capture_output=True, text=True, timeout=300
+    )
+    assert second.returncode == 0, second.stderr[-3000:]
+    results = pd.read_csv(out / "results.csv")
+    assert set(results["method"]) == {"slow_gradient"} and (results["n"] > 0).all()
+    assert not list((out / "claims").glob("*.claim"))
