@@ -20,6 +20,7 @@ COMMANDS = {  # command -> "module:function", imported when the command runs
     "report": "faithbench.bench.cli.run:cmd_report",
     "rescore": "faithbench.bench.cli.rescore:cmd_rescore",
     "compare": "faithbench.bench.cli.compare:cmd_compare",
+    "status": "faithbench.bench.cli.status:cmd_status",
     "perf": "faithbench.bench.cli.perf:cmd_perf",
 }
 

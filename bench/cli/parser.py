@@ -106,6 +106,9 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
         "array, another `run` of the same suite into the same --out); default: the suite's (1)",
     )
     p_run.add_argument(
+        "--dry-run", action="store_true", help="print the plan (models, units, pieces) and stop: no model loads"
+    )
+    p_run.add_argument(
         "--data-root", metavar="DIR", help="ImageNet-style folder (one sub-folder per class) instead of the default"
     )
     p_run.add_argument("--out", metavar="DIR", help="output folder (default runs/SUITE); rerunning resumes")
@@ -147,6 +150,13 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     p_res.add_argument("--out", metavar="DIR", help="output folder (default: RUN_DIR/rescored/SETTINGS)")
     p_res.add_argument("--device", default="auto", metavar="DEVICE", help="auto, cpu, cuda, cuda:N")
     p_res.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    p_status = sub.add_parser(
+        "status",
+        parents=[common],
+        help="how far a run got: units and pieces done, running (with their workers), stale and left",
+    )
+    p_status.add_argument("run", metavar="RUN_DIR", help="a run folder (--out of `run`)")
 
     p_cmp = sub.add_parser(
         "compare",

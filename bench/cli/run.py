@@ -13,8 +13,10 @@ from pathlib import Path
 from faithbench.bench.cli.parser import table_overrides
 from faithbench.bench.report.build import headline, report
 from faithbench.bench.report.formats import WIDTH, to_text
+from faithbench.bench.run.plan import plan
 from faithbench.bench.run.runner import Terminated, run
-from faithbench.bench.run.suite import load_suite, with_overrides
+from faithbench.bench.run.status import plan_table
+from faithbench.bench.run.suite import Suite, load_suite, with_overrides
 from faithbench.errors import UserError
 
 
@@ -56,6 +58,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         controls=[] if args.no_controls else None,
     )
     out = Path(args.out or Path("runs") / suite.name)
+    if args.dry_run:
+        return dry_run(suite, out)
     try:
         with no_progress_bars(args.no_progress):
             results = run(suite, out, device=args.device, progress=not args.no_progress)
@@ -82,6 +86,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     skipped = json.loads((out / "skipped.json").read_text())
     if skipped:
         sys.stdout.write(f"skipped {len(skipped)} unsupported (model, method) pairs: see {out / 'skipped.json'}\n")
+    return 0
+
+
+def dry_run(suite: Suite, out: Path) -> int:
+    """``run --dry-run``: the plan, resolved as the run would resolve it, and how much of it ``out`` holds."""
+    steps = plan(suite)
+    table = plan_table(steps)
+    sys.stdout.write(f"suite {suite.name}: {len(suite.models)} models x {len(steps.jobs)} methods and controls, ")
+    sys.stdout.write(f"{len(steps.metrics)} metrics, {suite.n_samples} samples, {suite.pieces} piece(s) per unit\n\n")
+    sys.stdout.write(to_text(table, width=WIDTH, keys=1) + "\n\n")
+    sys.stdout.write(f"{int(table['pieces'].sum())} pieces in all; ")
+    if (out / "run.json").exists():
+        sys.stdout.write(f"{out} holds a run: `python -m bench status {out}` says how far it got\n")
+    else:
+        sys.stdout.write(f"nothing in {out} yet\n")
     return 0
 
 

@@ -2,6 +2,7 @@
 same bytes from 1, 2 or 3 workers; a resumed run reuses every finished piece; a killed worker's claim expires."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,9 +13,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from faithbench.bench.cli import main
 from faithbench.bench.run import runner, work
 from faithbench.bench.run.claims import Claims
 from faithbench.bench.run.pieces import merge_pieces
+from faithbench.bench.run.plan import plan
+from faithbench.bench.run.status import run_status
 from faithbench.bench.run.suite import build_suite
 
 SUITE = {
@@ -147,6 +151,11 @@ def test_a_run_stopped_after_two_pieces_resumes_on_three_workers_and_reuses_them
         with pytest.raises(KeyboardInterrupt):
             runner.run(suite, out, device="cpu", progress=False)
         assert len(list((out / "pieces").glob("*.json"))) == 2 and not list((out / "claims").glob("*.claim"))
+        table, running = run_status(out, plan(suite))
+        assert table[["units", "done", "pieces done", "running", "stale", "left"]].values.tolist() == [
+            [3, 0, 2, 0, 0, 7]
+        ]
+        assert running == []
 
         resumed: list[int] = []
 
@@ -216,3 +225,26 @@ def test_a_worker_killed_while_it_holds_a_claim_does_not_block_the_run(tmp_path)
     results = pd.read_csv(out / "results.csv")
     assert set(results["method"]) == {"slow_gradient"} and (results["n"] > 0).all()
     assert not list((out / "claims").glob("*.claim"))
+
+
+def test_a_dry_run_prints_the_plan_and_computes_nothing(suite_file, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["run", "--suite", str(suite_file), "--out", str(out), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert "1 models x 3 methods and controls" in text and "3 piece(s) per unit" in text
+    assert "9 pieces in all" in text and not out.exists()
+
+
+def test_status_names_a_live_claim_and_its_worker(one_worker, tmp_path, capsys):
+    out = tmp_path / "run"
+    shutil.copytree(one_worker, out)
+    (out / "units" / "cnn_mnist__gradient.json").unlink()  # a unit not done yet ...
+    holder = Claims(out / "claims", stale_s=60)
+    try:
+        assert holder.claim("cnn_mnist__gradient.1of3")  # ... one of its pieces being computed
+        assert main(["status", str(out)]) == 0
+    finally:
+        holder.close()
+    text = capsys.readouterr().out
+    assert "2 of 3 units done" in text and "1 running" in text and "2 left" in text
+    assert f"running cnn_mnist__gradient.1of3: {holder.worker}" in text
