@@ -105,6 +105,37 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
         help="split each (model, method) unit into N pieces that the run's workers share (torchrun ranks, a job "
         "array, another `run` of the same suite into the same --out); default: the suite's (1)",
     )
+    array = p_run.add_argument_group(
+        "a SLURM job array of workers (--launcher submitit; pip install 'faithbench[slurm]')"
+    )
+    array.add_argument(
+        "--launcher",
+        choices=("here", "submitit"),
+        default="here",
+        metavar="{here,submitit}",
+        help="here: this process is a worker (under torchrun: each rank); submitit: submit a job array of --tasks "
+        "workers that share --out, and return",
+    )
+    array.add_argument("--tasks", type=int, default=4, metavar="N", help="workers in the array (default 4)")
+    array.add_argument("--slurm-partition", metavar="NAME", help="partition of the tasks (default: the cluster's)")
+    array.add_argument("--slurm-gpus-per-task", type=int, metavar="N", help="GPUs per task")
+    array.add_argument("--slurm-cpus-per-task", type=int, metavar="N", help="CPU cores per task")
+    array.add_argument("--slurm-mem-gb", type=int, metavar="N", help="memory per task, GB")
+    array.add_argument(
+        "--slurm-time",
+        type=int,
+        default=240,
+        metavar="MIN",
+        help="time limit per task (default 240); a task that reaches it is requeued and resumes",
+    )
+    array.add_argument(
+        "--slurm-cluster",
+        choices=("auto", "slurm", "local"),
+        default="auto",
+        metavar="{auto,slurm,local}",
+        help="auto: SLURM where sbatch is found, else local processes; local: the array as local processes",
+    )
+    array.add_argument("--wait", action="store_true", help="wait for the array to finish, then write the report")
     p_run.add_argument(
         "--dry-run", action="store_true", help="print the plan (models, units, pieces) and stop: no model loads"
     )

@@ -10,10 +10,14 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pandas as pd
+
 from faithbench.bench.cli.parser import table_overrides
 from faithbench.bench.report.build import headline, report
 from faithbench.bench.report.formats import WIDTH, to_text
+from faithbench.bench.run.launch import SlurmSettings, submit
 from faithbench.bench.run.plan import plan
+from faithbench.bench.run.results import read_results
 from faithbench.bench.run.runner import Terminated, run
 from faithbench.bench.run.status import plan_table
 from faithbench.bench.run.suite import Suite, load_suite, with_overrides
@@ -60,6 +64,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = Path(args.out or Path("runs") / suite.name)
     if args.dry_run:
         return dry_run(suite, out)
+    if args.launcher == "submitit":
+        results = launch_array(args, suite, out)
+        if results is None:
+            return 0
+        return finish(args, suite, out, results)
     try:
         with no_progress_bars(args.no_progress):
             results = run(suite, out, device=args.device, progress=not args.no_progress)
@@ -67,8 +76,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         why = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         sys.stderr.write(f"\n{why}: finished units are saved in {out}; run the same command to resume\n")
         return 143 if isinstance(exc, Terminated) else 130
-    if results is None:  # a non-zero torchrun rank
+    if results is None:  # a worker that is not worker 0
         return 0
+    return finish(args, suite, out, results)
+
+
+def finish(args: argparse.Namespace, suite: Suite, out: Path, results: pd.DataFrame) -> int:
+    """After the run: the headline (and the report unless --no-report), where the files are, what was skipped."""
     if results.empty:
         sys.stderr.write("no (model, method) pair could be evaluated; see skipped.json\n")
         return 1
@@ -87,6 +101,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     if skipped:
         sys.stdout.write(f"skipped {len(skipped)} unsupported (model, method) pairs: see {out / 'skipped.json'}\n")
     return 0
+
+
+def launch_array(args: argparse.Namespace, suite: Suite, out: Path) -> pd.DataFrame | None:
+    """``--launcher submitit``: submit the job array; with ``--wait``, wait for it and return the run's results."""
+    settings = SlurmSettings(
+        tasks=args.tasks,
+        partition=args.slurm_partition,
+        gpus_per_task=args.slurm_gpus_per_task,
+        cpus_per_task=args.slurm_cpus_per_task,
+        time_min=args.slurm_time,
+        mem_gb=args.slurm_mem_gb,
+        cluster=args.slurm_cluster,
+    )
+    path = Path(args.suite)
+    jobs = submit(suite, out, settings, args.device, path.parent if path.suffix == ".toml" else None)
+    sys.stdout.write(f"submitted {len(jobs)} workers of suite {suite.name} into {out}: job {jobs[0].job_id}\n")
+    if not args.wait:
+        sys.stdout.write(
+            f"progress: python -m bench status {out}; when done: python -m bench report {out / 'results.csv'}\n"
+        )
+        return None
+    for job in jobs:
+        sys.stdout.write(f"{job.result()}\n")
+    return read_results(out / "results.csv")
 
 
 def dry_run(suite: Suite, out: Path) -> int:

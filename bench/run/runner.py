@@ -114,18 +114,29 @@ def _raise_terminated(signum: int, frame: Any) -> None:
     raise Terminated
 
 
-def run(suite: Suite, out: Path, device: str = "auto", progress: bool = True) -> Any:
+def run(
+    suite: Suite,
+    out: Path,
+    device: str = "auto",
+    progress: bool = True,
+    worker: Worker | None = None,
+    handle_sigterm: bool = True,
+) -> Any:
     """Run (or resume, or join) ``suite`` in folder ``out``; returns the results table (worker 0) or None.
 
     The workers of the run share the folder (:class:`faithbench.bench.run.folder_lock.FolderLock` with the run's id:
     another run, or ``rescore``, is refused while one works); SIGTERM is handled like Ctrl-C
-    (``KeyboardInterrupt``): the finished pieces stay, the claimed ones are given back."""
+    (``KeyboardInterrupt``): the finished pieces stay, the claimed ones are given back. ``worker``: this process
+    among the run's workers when a launcher says so (a job array's task; default: torchrun's rank, or 0 of 1);
+    ``handle_sigterm=False`` leaves SIGTERM to the launcher (submitit requeues the task on it)."""
     out = Path(out)
-    worker, dev = Worker.start(resolve_device(device))
+    started, dev = Worker.start(resolve_device(device))
+    worker = worker or started
     resuming = worker.first and (out / "run.json").exists()
     steps = plan(suite)  # every name, config and key resolved before any model loads
     lock = FolderLock(out, f"bench run --suite {suite.name}", run_id=run_id(steps)).acquire()
-    main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
+    # only the main thread may set signal handlers
+    main_thread = handle_sigterm and threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
     try:
         with quiet() if not progress or not worker.first else contextlib.nullcontext():  # one worker draws

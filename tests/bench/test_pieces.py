@@ -248,3 +248,14 @@ def test_status_names_a_live_claim_and_its_worker(one_worker, tmp_path, capsys):
     text = capsys.readouterr().out
     assert "2 of 3 units done" in text and "1 running" in text and "2 left" in text
     assert f"running cnn_mnist__gradient.1of3: {holder.worker}" in text
+
+
+def test_a_job_array_of_three_tasks_through_submitit_gives_the_same_bytes(one_worker, suite_file, tmp_path):
+    pytest.importorskip("submitit")
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "bench", "run", "--suite", str(suite_file), "--out", str(out), "--device", "cpu"]
+    args += ["--launcher", "submitit", "--slurm-cluster", "local", "--tasks", "3", "--wait", "--no-report"]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=600, env=ONE_THREAD)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "submitted 3 workers" in proc.stdout and "task 0: wrote the run's tables" in proc.stdout
+    _same_results(one_worker, out)

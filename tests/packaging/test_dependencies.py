@@ -15,7 +15,7 @@ INDIRECT = {"scikit-learn"}
 # Imported inside a guard that degrades gracefully (``bench perf`` skips its Quantus rows with a note; the
 # Hugging Face data sets and faithbench.timm_model say which extra to install);
 # must be declared in an extra.
-OPTIONAL = {"quantus", "datasets", "timm"}
+OPTIONAL = {"quantus", "datasets", "timm", "submitit"}
 
 
 def _declared() -> set[str]:

@@ -1,0 +1,93 @@
+"""A run's workers as a SLURM job array, through submitit (the optional extra ``faithbench[slurm]``).
+
+Each task of the array is a worker of the same run (:mod:`faithbench.bench.run.work`): the tasks pull pieces from
+the shared folder as they go, so a slow unit never holds a task that could take another one. Task 0 waits for the
+others' pieces and writes the run's tables; a task that finds nothing left to claim ends. Preempted or timed out,
+a task is requeued by submitit (its ``checkpoint``) and resumes where the folder stands: its claims expire
+(:mod:`faithbench.bench.run.claims`) and every finished piece is kept. ``cluster="local"`` runs the array as local
+processes (submitit's local executor): what the tests use, and a way to try a launch without a cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from faithbench.bench.run.distributed import Worker
+from faithbench.bench.run.runner import run
+from faithbench.bench.run.suite import Suite, build_suite
+from faithbench.errors import UserError
+
+CLUSTERS = ("auto", "slurm", "local")
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    """What each task of the array asks the scheduler for (None: the cluster's default)."""
+
+    tasks: int = 4
+    partition: str | None = None
+    gpus_per_task: int | None = None
+    cpus_per_task: int | None = None
+    time_min: int = 240
+    mem_gb: int | None = None
+    cluster: str = "auto"  # auto: SLURM where sbatch is found, else local processes
+
+    def parameters(self, name: str) -> dict[str, Any]:
+        given = {
+            "name": name,
+            "timeout_min": self.time_min,
+            "slurm_array_parallelism": self.tasks,
+            "slurm_partition": self.partition,
+            "gpus_per_node": self.gpus_per_task,
+            "cpus_per_task": self.cpus_per_task,
+            "mem_gb": self.mem_gb,
+        }
+        return {k: v for k, v in given.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class ArrayTask:
+    """One task of the array: a worker of the run (picklable: the suite travels as data)."""
+
+    suite: dict[str, Any]
+    folder: str | None  # the suite file's folder: its plugins are imported from there
+    out: str
+    device: str
+    tasks: int
+
+    def __call__(self, task: int) -> str:
+        suite = build_suite(self.suite, "suite", Path(self.folder) if self.folder else None)
+        frame = run(
+            suite, Path(self.out), self.device, progress=True, worker=Worker(task, self.tasks), handle_sigterm=False
+        )  # fmt: skip  (submitit's own handler requeues the task)
+        return f"task {task}: " + ("wrote the run's tables" if frame is not None else "no piece left to claim")
+
+    def checkpoint(self, task: int) -> Any:
+        """Requeue this task as it was (submitit calls this on preemption or timeout)."""
+        import submitit  # the optional extra: only a task that runs under submitit gets here
+
+        return submitit.helpers.DelayedSubmission(self, task)
+
+
+def submit(
+    suite: Suite, out: Path, settings: SlurmSettings, device: str = "auto", folder: Path | None = None
+) -> list[Any]:
+    """Submit the run's workers as a job array; returns submitit's jobs (``job.result()`` waits for one)."""
+    try:
+        import submitit
+    except ImportError:
+        raise UserError(
+            "--launcher submitit needs the submitit package: pip install 'faithbench[slurm]' (or submitit)"
+        ) from None
+    if settings.cluster not in CLUSTERS:
+        raise UserError(f"unknown --slurm-cluster {settings.cluster!r}; valid: {', '.join(CLUSTERS)}")
+    if settings.tasks < 1:
+        raise UserError(f"--tasks must be at least 1, got {settings.tasks}")
+    logs = Path(out) / "slurm"
+    cluster = None if settings.cluster == "auto" else settings.cluster
+    executor = submitit.AutoExecutor(folder=logs / "%j", cluster=cluster)
+    executor.update_parameters(**settings.parameters(f"faithbench-{suite.name}"))
+    task = ArrayTask(suite.to_dict(), str(folder) if folder else None, str(out), device, settings.tasks)
+    return executor.map_array(task, range(settings.tasks))
