@@ -241,6 +241,8 @@ class RunStore:
                     "explained": rec.get("explained", ""),
                     "metric_time_s": rec["metric_time_s"],
                     **{key: rec.get(key, float("nan")) for key in ("model_calls", "model_inputs", "peak_memory_mb")},
+                    "pieces": unit.get("pieces", 1),
+                    "piece_time_s": unit.get("piece_time_s", float("nan")),  # every metric of the longest piece
                     **unit["provenance"],
                     "model_weights_sha256": unit.get("weights_sha256", ""),
                     "params": json.dumps(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -170,10 +171,12 @@ class Work:
         maps = MapStore() if suite.store_maps else None
         unit = suite_unit(suite, model, job.build(), self.data, self.ids, self.device, rank=c, world=self.of,
                           model_cache=self.model_caches.setdefault(c, {}), maps=maps, shared=self.shared)  # fmt: skip
+        start = time.perf_counter()
         records = evaluate_unit(unit, self.steps.metrics)
+        seconds = time.perf_counter() - start
         if unit.maps is not None and len(unit.maps):
             self.store.save_maps(name, job.name, key, unit.maps.state(), c)
-        extra: dict[str, Any] = {"provenance": self.prov}
+        extra: dict[str, Any] = {"provenance": self.prov, "seconds": seconds}
         if c == 0:
             extra["fingerprint"] = fingerprint(unit)  # the unit's first images: saved, so a resumed run compares it
         self.pieces.save(name, job.name, key, c, self.of, records, **extra)
@@ -189,6 +192,7 @@ class Work:
             **self.meta[(name, job.name)],
             "max_batch": self.steps.suite.max_batch,  # the cost columns depend on it, scores do not
             "pieces": self.of,
+            "piece_time_s": max(p.get("seconds", 0.0) for p in parts),  # the longest piece: what a worker must allow
             "provenance": parts[0]["provenance"],
             "metrics": merge_pieces(parts),
             "fingerprint": parts[0].get("fingerprint"),

@@ -54,7 +54,8 @@ n_grids = 3
 [deletion]
 block_size = 4
 """
-COST = ["explain_time_s", "metric_time_s", "model_calls", "model_inputs", "peak_memory_mb", "device", "created_utc"]
+COST = ["explain_time_s", "metric_time_s", "piece_time_s", "model_calls", "model_inputs", "peak_memory_mb"]
+COST += ["device", "created_utc"]  # where and when: the provenance of the computation
 ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1"}  # as torchrun sets it for each worker: the same kernels
 
 
