@@ -1,10 +1,12 @@
 """Atomic file writes: a temporary file in the same folder, then a rename, so a killed process
-never leaves a half-written result or checkpoint."""
+never leaves a half-written result or checkpoint. The temporary name is unique to the write (not only to the process):
+the workers of a run may be threads of one process, or processes on hosts whose process ids coincide."""
 
 from __future__ import annotations
 
 import io
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,7 @@ from typing import Any
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}-{uuid.uuid4().hex[:12]}")
     tmp.write_bytes(data)
     os.replace(tmp, path)
 

@@ -165,11 +165,20 @@ def test_a_run_stopped_after_two_pieces_resumes_on_three_workers_and_reuses_them
             return real(unit, metrics)
 
         monkeypatch.setattr(work, "evaluate_unit", count)
-        threads = [threading.Thread(target=runner.run, args=(suite, out, "cpu", False)) for _ in range(3)]
+        errors: list[BaseException] = []
+
+        def worker() -> None:
+            try:
+                runner.run(suite, out, "cpu", False)
+            except BaseException as exc:  # a worker's failure fails the test (a thread's would only warn)
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker) for _ in range(3)]
         for t in threads:
             t.start()
         for t in threads:
             t.join(timeout=600)
+        assert errors == []
         total = 3 * 3  # (2 methods + 1 control) x 3 pieces
         assert len(resumed) == total - 2  # the two finished pieces were reused, no piece was computed twice
         _same_results(one_worker, out)
