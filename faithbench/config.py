@@ -8,6 +8,7 @@ Classes validate their values' ranges in ``__post_init__`` (raising ``ValueError
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -70,3 +71,18 @@ def from_table(cls: type[C], table: Mapping[str, Any] | None, where: str) -> C:
 def to_dict(config: Any) -> dict[str, Any]:
     """A config as plain data (tuples as lists), for run.json and the resume key."""
     return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
+
+
+def env_seconds(name: str, default: float, *, zero_ok: bool = False) -> float:
+    """Seconds from environment variable ``name`` (``default`` when unset); anything but a number > 0 (>= 0 with
+    ``zero_ok``) is a one-line error naming the variable."""
+    raw = os.environ.get(name, "")
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not (value >= 0 if zero_ok else value > 0):
+        raise UserError(f"{name}={raw!r}: expected a number of seconds {'>=' if zero_ok else '>'} 0")
+    return value

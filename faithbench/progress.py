@@ -24,7 +24,7 @@ from tqdm import std
 from tqdm.auto import tqdm as auto_tqdm
 from tqdm.autonotebook import tqdm as notebook_or_std_tqdm
 
-from faithbench.errors import UserError
+from faithbench.config import env_seconds
 
 EVERY_S = 30.0  # seconds between two plain progress lines (the first and the last are always written)
 
@@ -50,16 +50,7 @@ def silenced() -> bool:
 
 def progress_every() -> float:
     """Seconds between plain progress lines: ``$FAITHBENCH_PROGRESS_EVERY`` or :data:`EVERY_S`."""
-    raw = os.environ.get("FAITHBENCH_PROGRESS_EVERY", "")
-    if not raw:
-        return EVERY_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        raise UserError(f"FAITHBENCH_PROGRESS_EVERY={raw!r}: expected a number of seconds >= 0")
-    return value
+    return env_seconds("FAITHBENCH_PROGRESS_EVERY", EVERY_S, zero_ok=True)
 
 
 def clock_text(seconds: float) -> str:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from faithbench.bench.report.order import is_control, method_colour, method_order, metric_order
-from faithbench.bench.report.style import method_marker, save
+from faithbench.bench.report.style import method_marker, save, side_legend
 from faithbench.bench.run.results import contestants
 
 
@@ -97,17 +97,9 @@ def cost_plot(results: pd.DataFrame, out: Path, plt: Any) -> Path | None:
         x=0.01,
         ha="left",
     )
-    fig.tight_layout(rect=(0, 0, 1 - legend_in / fig.get_figwidth(), 1 - 0.2 / fig.get_figheight()))
-    fig.legend(
-        [handles[i] for i in order],
-        [labels[i] for i in order],
-        loc="center left",
-        frameon=False,
-        fontsize=9,
-        bbox_to_anchor=(1 - legend_in / fig.get_figwidth() + 0.005, 0.5),
-        title="method",
-        title_fontsize=9,
-    )
+    right = 1 - legend_in / fig.get_figwidth()
+    side_legend(fig, [handles[i] for i in order], [labels[i] for i in order], legend_in,
+                rect=(0, 0, right, 1 - 0.2 / fig.get_figheight()))  # fmt: skip
     return save(fig, out / "faithfulness_vs_cost.png", plt)
 
 

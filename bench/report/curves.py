@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from faithbench.bench.report.order import is_control, method_order, model_order
-from faithbench.bench.report.style import WIDTH_IN, better, line_style, save
+from faithbench.bench.report.style import WIDTH_IN, better, line_style, save, side_legend
 from faithbench.metrics.registry import METRICS
 
 COLUMNS = 3  # panels per row: three fit the report's width with their axis labels apart
@@ -85,16 +85,6 @@ def curve_figures(curves: pd.DataFrame, results: pd.DataFrame, out: Path, plt: A
                     handles[label] = h
                     labels.append(label)
         fig.suptitle(f"{model}: mean curves over the samples (grey dashed: controls)", fontsize=12, x=0.01, ha="left")
-        fig.tight_layout(rect=(0, 0, 1 - legend_in / fig.get_figwidth(), 1), h_pad=1.6, w_pad=1.4)
-        fig.legend(
-            [handles[label] for label in labels],
-            labels,
-            loc="center left",
-            frameon=False,
-            fontsize=9,
-            bbox_to_anchor=(1 - legend_in / fig.get_figwidth() + 0.005, 0.5),
-            title="method",
-            title_fontsize=9,
-        )
+        side_legend(fig, [handles[label] for label in labels], labels, legend_in, h_pad=1.6, w_pad=1.4)
         paths.append(save(fig, out / f"curves_{model}.png", plt))
     return paths

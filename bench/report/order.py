@@ -48,10 +48,6 @@ def method_colour(method: str) -> str:
     return _PALETTE[index % len(_PALETTE)]
 
 
-def method_palette(methods: Iterable[str]) -> dict[str, str]:
-    return {m: method_colour(m) for m in methods}
-
-
 def model_order(results: pd.DataFrame) -> list[str]:
     """The models in the order the run lists them (the suite's order)."""
     return list(dict.fromkeys(results["model"]))

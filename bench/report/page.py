@@ -79,7 +79,8 @@ def html_table(table: pd.DataFrame, keys: int = 0, marks: bool = False, controls
         seen_control = seen_control or control
         cells = [f'<td class="key">{_e(v)}</td>' for v in values[:keys]]
         cells += [_cell(v) if marks else f"<td>{_e(v)}</td>" for v in values[keys:]]
-        rows.append(f'<tr class="{cls}">' + "".join(cells) + "</tr>" if cls else "<tr>" + "".join(cells) + "</tr>")
+        attr = f' class="{cls}"' if cls else ""
+        rows.append(f"<tr{attr}>" + "".join(cells) + "</tr>")
     body = "\n".join(rows)
     return f'<div class="scroll"><table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table></div>'
 

@@ -62,6 +62,16 @@ def number(value: float, span: float) -> str:
     return f"{value:.{digits}f}"
 
 
+def side_legend(fig: Any, handles: list, labels: list[str], width_in: float, **layout: Any) -> None:
+    """Lay the panels out left of a ``width_in``-inch column and put the methods' legend in it (``layout``: more
+    ``tight_layout`` keywords, e.g. ``rect`` or padding)."""
+    right = 1 - width_in / fig.get_figwidth()
+    rect = layout.pop("rect", (0, 0, right, 1))
+    fig.tight_layout(rect=rect, **layout)
+    fig.legend(handles, labels, loc="center left", frameon=False, fontsize=9, bbox_to_anchor=(right + 0.005, 0.5),
+               title="method", title_fontsize=9)  # fmt: skip
+
+
 def save(fig: Any, path: Path, plt: Any) -> Path:
     """Write ``fig`` as a PNG at :data:`DPI`, reduced to a 256-colour palette: the report page embeds every figure,
     and the maps' noise makes full-colour PNGs several times larger for no visible gain."""

@@ -20,7 +20,7 @@ import time
 import uuid
 from pathlib import Path
 
-from faithbench.errors import UserError
+from faithbench.config import env_seconds
 
 HEARTBEAT_S = 10.0  # how often a worker refreshes the claims it holds
 STALE_S = 120.0  # a claim not refreshed for this long is a dead worker's (12 missed heartbeats)
@@ -28,16 +28,7 @@ STALE_S = 120.0  # a claim not refreshed for this long is a dead worker's (12 mi
 
 def stale_after() -> float:
     """Seconds after which a claim is stale: ``$FAITHBENCH_CLAIM_STALE_S`` or :data:`STALE_S`."""
-    raw = os.environ.get("FAITHBENCH_CLAIM_STALE_S", "")
-    if not raw:
-        return STALE_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise UserError(f"FAITHBENCH_CLAIM_STALE_S={raw!r}: expected a number of seconds > 0")
-    return value
+    return env_seconds("FAITHBENCH_CLAIM_STALE_S", STALE_S)
 
 
 def worker_name() -> str:
@@ -112,12 +103,6 @@ class Claims:
             self.held.discard(path)
         path.unlink(missing_ok=True)
 
-    def holder(self, piece: str) -> str | None:
-        try:
-            return json.loads(self.path(piece).read_text()).get("worker")
-        except (OSError, json.JSONDecodeError):
-            return None
-
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat_s):
             with self._lock:
@@ -136,3 +121,16 @@ class Claims:
         for path in held:
             path.unlink(missing_ok=True)
         self.probe.unlink(missing_ok=True)
+
+
+def read_claims(folder: Path) -> dict[str, tuple[float, str]]:
+    """Every claim in ``folder``: piece -> (seconds since its last heartbeat, by this host's clock; its worker)."""
+    out = {}
+    now = time.time()
+    for path in Path(folder).glob("*.claim"):
+        try:
+            age, holder = now - path.stat().st_mtime, json.loads(path.read_text()).get("worker", "?")
+        except (OSError, ValueError):
+            continue
+        out[path.name[: -len(".claim")]] = (age, holder)
+    return out

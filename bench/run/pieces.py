@@ -55,9 +55,6 @@ class PieceStore:
         pieces = [self.load(model, job, key, c, of) for c in range(of)]
         return None if any(p is None for p in pieces) else pieces  # type: ignore[return-value]
 
-    def count(self, model: str, job: str, key: str, of: int) -> int:
-        return sum(self.has(model, job, key, c, of) for c in range(of))
-
 
 def merge_pieces(pieces: list[dict]) -> dict[str, dict]:
     """The unit's per-metric records from its pieces (each ``{"metrics": {name: record}}``), samples in id order."""

@@ -5,28 +5,14 @@ next worker takes them over). ``bench status RUN`` prints it; ``bench run --dry-
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pandas as pd
 
-from faithbench.bench.run.claims import stale_after
+from faithbench.bench.run.claims import read_claims, stale_after
 from faithbench.bench.run.pieces import piece_name
 from faithbench.bench.run.plan import Plan
 from faithbench.bench.run.results import RunStore
-
-
-def _claims(folder: Path) -> dict[str, tuple[float, str]]:
-    """Every claim in ``folder``: piece -> (seconds since its last heartbeat, its worker)."""
-    out = {}
-    now = time.time()
-    for path in folder.glob("*.claim"):
-        try:
-            age, holder = now - path.stat().st_mtime, json.loads(path.read_text()).get("worker", "?")
-        except (OSError, ValueError):
-            continue
-        out[path.name[: -len(".claim")]] = (age, holder)
-    return out
 
 
 def _units(store: RunStore, steps: Plan) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
@@ -51,7 +37,7 @@ def run_status(out: Path, steps: Plan) -> tuple[pd.DataFrame, list[str]]:
         skipped = {(s["model"], s["method"]) for s in json.loads((out / "skipped.json").read_text())}
     except (OSError, ValueError, KeyError, TypeError):
         skipped = set()
-    (done, outdated), claims, limit = _units(store, steps), _claims(out / "claims"), stale_after()
+    (done, outdated), claims, limit = _units(store, steps), read_claims(out / "claims"), stale_after()
     rows, running = [], []
     for model in suite.models:
         pairs = [(model, job.name) for job in steps.jobs]
