@@ -39,6 +39,9 @@ class ModelAdapter:
             explanation mode.
         modality: ``image``, or ``text`` (inputs are token ids, encoded to embeddings (B, D, T):
             :mod:`faithbench.models.text_encoding`; a token is a feature).
+        truth: ``(inputs, targets) -> (B, H, W)`` the exact attribution of models whose attribution is known by
+            construction (the hand-set models of :mod:`faithbench.models.truth`; its ``cells`` attribute: the
+            (H, W) cell of every pixel, where the truth is exact); None for every other model.
     """
 
     name: str
@@ -55,6 +58,7 @@ class ModelAdapter:
     info: dict = field(default_factory=dict)
     native_explainer: Callable[[Tensor, Tensor], Tensor] | None = None
     modality: str = "image"
+    truth: Callable[[Tensor, Tensor], Tensor] | None = None
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:

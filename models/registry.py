@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import torch
 
-from faithbench.models import zoo
+from faithbench.models import truth, zoo
 from faithbench.models.adapter import ModelAdapter, ModelSpec
 from faithbench.models.checkpoints import bcosified_hub, hub
 from faithbench.models.text_encoding import text_adapter
@@ -122,6 +122,9 @@ for _repo in hub.ALOE_CLASSIFIERS:
             hub.aloe_model(_repo),
         ),
     )
+
+for _spec in truth.SPECS:  # hand-set: the ground-truth tier (their exact attribution is known)
+    MODELS.register(_spec.name, _spec)
 
 
 def load_model(name: str, device: str | torch.device = "cpu", **kwargs) -> ModelAdapter:
