@@ -7,7 +7,7 @@ the package, e.g. in a suite's ``plugins`` module).
 
 from __future__ import annotations
 
-from faithbench.metrics import completeness, complexity, deletion, erasure, gridpg, randomisation, seqpg
+from faithbench.metrics import completeness, complexity, deletion, erasure, gridpg, randomisation, seqpg, truth
 from faithbench.metrics.spec import MetricSpec
 from faithbench.registry import Registry
 
@@ -33,5 +33,7 @@ for _spec in (
     completeness.POSITIONAL_SHARE,
     randomisation.RANDOMISATION,
     randomisation.RANDOMISATION_SSIM,
+    truth.CORRELATION,
+    truth.MASS,
 ):
     register_metric(_spec)

@@ -60,11 +60,11 @@ def _channel_shares(net: PatchAdditiveNet, inputs: Tensor, targets: Tensor) -> t
     """(responses s (B, M, g, g), exact contributions W[c,m,k] (relu(s + b) - relu(b)) (B, M, g, g)), float64."""
     _check(net, inputs, targets)
     conv = net.detect[0]
-    x = inputs.double()
-    s = F.conv2d(x, conv.weight.double(), stride=PATCH)
-    b = conv.bias.double().view(1, -1, 1, 1)
+    x = inputs.detach().double()
+    s = F.conv2d(x, conv.weight.detach().double(), stride=PATCH)
+    b = conv.bias.detach().double().view(1, -1, 1, 1)
     g = net.layout.grid
-    w = net.head.weight.double()[targets.long().to(inputs.device)].view(len(x), -1, g, g)
+    w = net.head.weight.detach().double()[targets.long().to(inputs.device)].view(len(x), -1, g, g)
     return s, w * (F.relu(s + b) - F.relu(b))
 
 
@@ -81,8 +81,8 @@ def true_attribution(model: ModelAdapter | PatchAdditiveNet, inputs: Tensor, tar
     net = _net(model)
     s, shares = _channel_shares(net, inputs, targets)
     ratio = torch.where(s != 0, shares / torch.where(s != 0, s, 1.0), 0.0)  # s = 0: the share is exactly 0
-    per_pixel = F.conv_transpose2d(ratio, net.detect[0].weight.double(), stride=PATCH)  # sum_m ratio_mk d_m(p)
-    return (per_pixel * inputs.double())[:, 0]
+    per_pixel = F.conv_transpose2d(ratio, net.detect[0].weight.detach().double(), stride=PATCH)  # sum_m ratio_mk d_m(p)
+    return (per_pixel * inputs.detach().double())[:, 0]
 
 
 def true_support(
