@@ -60,6 +60,8 @@ def probabilities_after_removal(
     chunk_size: int,
     protected: Tensor | None = None,
     extra: Mapping[str, Tensor] | None = None,
+    fill: Callable[[Tensor, Tensor], Tensor] | None = None,
+    score: Callable[[Tensor, Tensor], Tensor] | None = None,
 ) -> Tensor:
     """Probability of ``targets[job_sample[j]]`` for every job j after perturbing its sample.
 
@@ -73,8 +75,13 @@ def probabilities_after_removal(
         protected: (B, *S) bool, features that ``keep_top`` jobs never remove (e.g. special tokens).
         extra: per-sample side inputs (B, ...) passed to ``forward`` as keyword arguments, gathered
             for each chunk (e.g. an attention mask).
+        fill: ``fill(job samples (n,), removed (n, *1, *S) bool) -> (n, *C, *S)``: the replacement of each
+            job's removed features, computed from its removal pattern (ROAD's imputation); ``baseline`` is
+            then unused.
+        score: ``score(scores (n, K), targets (n,)) -> (n,)``, the value recorded per job instead of the
+            target's probability (e.g. whether the target is still the predicted class).
     Returns:
-        (J,) probabilities.
+        (J,) probabilities (or ``score`` values).
     """
     check_positive_int(chunk_size, "chunk_size")
     feat_dims = ranks.dim() - 1
@@ -93,10 +100,17 @@ def probabilities_after_removal(
         if protected is not None:
             remove &= ~(protected[b] & keep_top)
         remove = remove.view(n, *([1] * chan_dims), *ranks.shape[1:])
-        perturbed = torch.where(remove, base[b] if per_sample else base, inputs[b])
+        if fill is not None:
+            replacement = fill(b, remove)
+        else:
+            replacement = base[b] if per_sample else base
+        perturbed = torch.where(remove, replacement, inputs[b])
         scores = forward(perturbed, **{key: value[b] for key, value in extra.items()})
         if start == 0:
             check_class_indices(targets, scores.shape[1])
+        if score is not None:
+            out[s] = score(scores.float(), targets[b]).float()
+            continue
         probs = to_probabilities(scores.float(), activation)
         out[s] = probs.gather(1, targets[b].unsqueeze(1)).squeeze(1)
     return out

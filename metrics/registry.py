@@ -7,7 +7,18 @@ the package, e.g. in a suite's ``plugins`` module).
 
 from __future__ import annotations
 
-from faithbench.metrics import completeness, complexity, deletion, erasure, gridpg, randomisation, seqpg, truth
+from faithbench.metrics import (
+    completeness,
+    complexity,
+    deletion,
+    erasure,
+    flipping,
+    gridpg,
+    randomisation,
+    road,
+    seqpg,
+    truth,
+)
 from faithbench.metrics.spec import MetricSpec
 from faithbench.registry import Registry
 
@@ -23,6 +34,10 @@ for _spec in (
     seqpg.SPEC,
     deletion.DELETION,
     deletion.INSERTION,
+    flipping.MORF,
+    flipping.LERF,
+    flipping.SRG,
+    road.SPEC,
     erasure.COMPREHENSIVENESS,
     erasure.SUFFICIENCY,
     complexity.ENTROPY,

@@ -1,0 +1,270 @@
+"""Pixel flipping in both directions, MoRF and LeRF, and their symmetric relevance gain (SRG).
+
+Blücher, Vielhaben & Strodthoff, "Decoupling Pixel Flipping and Occlusion Strategy for Consistent XAI
+Benchmarks" (TMLR 2024); the same protocol is AttnLRP's Table 1 and M4 / InterpretDL's ABPC. The map is
+cut into b x b blocks (block score = mean attribution, :func:`faithbench.metrics.deletion.block_scores`).
+With k_f = floor(f * n_blocks + 1/2) for each fraction f:
+
+* MoRF (most relevant first): the k_f highest-scoring blocks are removed, p^MoRF_f read out;
+* LeRF (least relevant first): the k_f lowest-scoring blocks are removed, p^LeRF_f read out.
+
+Ties are broken by position, earlier block first, in *both* orders (LeRF ranks the negated map), so
+LeRF(a) = MoRF(-a) exactly and a uniform map removes the same blocks in both orders (SRG = 0).
+"Removed" means replaced by the fill (``fill``; all channels of a pixel together), in image space and
+encoded per model (:mod:`faithbench.metrics.baselines`): ``mean``, ``value``, ``blur``,
+``model-input-zero`` as for deletion, ``noise`` (uniform U(0, 1) noise per pixel and channel, a fixed field
+per sample and ``seed``) or ``road`` (ROAD's noisy linear imputation, :mod:`faithbench.metrics.imputation`).
+p is the explained class's probability (``readout = "probability"``: the model's activation) or its
+logit (``readout = "logit"``: AttnLRP). With the normalised areas
+
+    A^MoRF = trapezoid(p^MoRF_f over f) / (f_max - f_min),   A^LeRF likewise,
+
+    SRG = A^LeRF - A^MoRF          (= normalised area of the curve p^LeRF_f - p^MoRF_f)
+
+``morf`` is lower-better, ``lerf`` and ``srg`` higher-better (a faithful map's least relevant blocks
+matter least, its most relevant ones most). Probabilities give areas in [0, 1] and SRG in [-1, 1].
+Unlike Blücher et al. (SLIC superpixels, 15 log-spaced steps) the features are square blocks and the
+default steps are f = 0, 0.1, ..., 1 (so both curves start at p(x) and meet at the fully filled image).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import Tensor
+
+from faithbench.activations import ACTIVATIONS
+from faithbench.config import to_dict
+from faithbench.metrics._checks import (
+    check_choice,
+    check_finite,
+    check_fractions,
+    check_positive_int,
+    check_targets,
+    check_tensor,
+)
+from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal
+from faithbench.metrics.baselines import removal_baseline
+from faithbench.metrics.deletion import block_scores
+from faithbench.metrics.imputation import (
+    ROAD_NOISE,
+    STREAM_NOISE_FILL,
+    FillFn,
+    hashed_uniform,
+    road_fill,
+)
+from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
+from faithbench.metrics.types import CurveScores
+
+FILLS = ("mean", "value", "blur", "model-input-zero", "noise", "road")
+READOUTS = ("probability", "logit")
+FLIPPING_FRACTIONS: tuple[float, ...] = tuple(i / 10 for i in range(11))
+
+
+@dataclass(frozen=True)
+class FlippingScores:
+    """MoRF and LeRF curves and areas of the same explanations, and SRG = A^LeRF - A^MoRF (curve: LeRF - MoRF)."""
+
+    morf: CurveScores
+    lerf: CurveScores
+    srg: CurveScores
+
+
+def pixel_flipping(
+    forward: ForwardFn,
+    inputs: Tensor,
+    attributions: Tensor,
+    targets: Tensor,
+    *,
+    block_size: int = 16,
+    fractions: Sequence[float] = FLIPPING_FRACTIONS,
+    baseline: float | Tensor = 0.0,
+    fill: FillFn | None = None,
+    activation: str = "softmax",
+    chunk_size: int = 256,
+) -> FlippingScores:
+    """MoRF, LeRF and SRG of a batch of explanations. See the module docstring.
+
+    Args:
+        forward: ``forward(images) -> (n, K)`` logits (``activation`` maps them to probabilities;
+            ``identity`` reads the logits themselves).
+        inputs: (B, C, H, W) in model-input space (C = 6 for B-cos encodings).
+        attributions: (B, H, W), or (B, C, H, W) summed over channels.
+        targets: (B,) explained classes.
+        block_size: b (1 = single pixels).
+        fractions: increasing fractions of blocks in [0, 1] (at least two).
+        baseline: replacement in model-input space (a scalar, a tensor broadcastable to (C, H, W), or one per
+            sample (B, C, H, W)), as for :func:`faithbench.metrics.deletion.pixel_deletion`.
+        fill: a replacement computed from each removal pattern instead of ``baseline``
+            (:func:`faithbench.metrics.imputation.road_fill`).
+        activation: ``softmax``, ``sigmoid`` (B-cos models) or ``identity``.
+        chunk_size: perturbed images per model call.
+    """
+    check_tensor(inputs, "inputs", min_dim=4, floating=True)
+    check_tensor(attributions, "attributions", min_dim=3, floating=True)
+    check_choice(activation, "activation", ACTIVATIONS)
+    if attributions.dim() == 4:
+        attributions = attributions.sum(dim=1)
+    b, _, h, w = inputs.shape
+    if attributions.shape != (b, h, w):
+        raise ValueError(
+            f"attributions must be (B, H, W) or (B, C, H, W) matching inputs {tuple(inputs.shape)}, "
+            f"got {tuple(attributions.shape)}"
+        )
+    check_finite(attributions, "attributions")
+    targets = check_targets(targets, b)
+    frac = check_fractions(fractions, allow_zero=True)
+    if frac.numel() < 2:
+        raise ValueError("the curves' areas need at least two fractions")
+    blocks = block_scores(attributions.float(), block_size)
+    nbh, nbw = blocks.shape[-2:]
+    k = torch.floor(frac * nbh * nbw + 0.5).long().to(inputs.device)
+    r = k.numel()
+    xs = frac.to(device=inputs.device, dtype=torch.float32)
+
+    def curve(scores: Tensor) -> CurveScores:
+        block_rank = feature_ranks(scores.reshape(b, -1)).reshape(b, nbh, nbw)
+        s = block_size
+        pixel_rank = block_rank.repeat_interleave(s, dim=1).repeat_interleave(s, dim=2)[:, :h, :w]
+        values = probabilities_after_removal(
+            forward,
+            inputs,
+            pixel_rank,
+            targets,
+            job_sample=torch.arange(b, device=inputs.device).repeat_interleave(r),
+            job_k=k.repeat(b),
+            job_keep_top=torch.zeros(b * r, dtype=torch.bool, device=inputs.device),
+            baseline=baseline,
+            activation=activation,
+            chunk_size=chunk_size,
+            fill=fill,
+        ).reshape(b, r)
+        return _scores(values, xs)
+
+    morf, lerf = curve(blocks), curve(-blocks)
+    return FlippingScores(morf=morf, lerf=lerf, srg=_scores(lerf.curve - morf.curve, xs))
+
+
+def _scores(curve: Tensor, xs: Tensor) -> CurveScores:
+    area = torch.trapezoid(curve, xs, dim=1) / (xs[-1] - xs[0])
+    undefined = torch.zeros(curve.shape[0], dtype=torch.bool, device=curve.device)
+    return CurveScores(values=area, undefined=undefined, curve=curve, fractions=xs)
+
+
+# --------------------------------------------------------------------------- the suite's metrics
+
+
+@dataclass(frozen=True)
+class FlippingConfig:
+    """``[flipping]``, shared by ``morf``, ``lerf`` and ``srg`` (one MoRF and one LeRF curve set per unit)."""
+
+    block_size: int = 16
+    fractions: tuple[float, ...] = FLIPPING_FRACTIONS
+    fill: str = "mean"  # mean | value | blur | model-input-zero | noise | road (metrics.flipping)
+    fill_value: float = 0.0  # pixel value in [0, 1] for fill = "value"
+    blur_sigma: float = 0.045  # Gaussian sigma as a fraction of the image side, for fill = "blur"
+    road_noise: float = ROAD_NOISE  # sigma of ROAD's imputation noise (image units), for fill = "road"
+    seed: int = 0  # keys the noise of fill = "noise" and "road"
+    readout: str = "probability"  # probability (the model's activation) | logit
+
+    cli: ClassVar[dict[str, str]] = {}
+
+    def __post_init__(self) -> None:
+        check_positive_int(self.block_size, "block_size")
+        if len(check_fractions(self.fractions, allow_zero=True)) < 2:
+            raise ValueError("fractions: the curves' areas need at least two fractions")
+        check_choice(self.fill, "fill", FILLS)
+        if not 0.0 <= self.fill_value <= 1.0:
+            raise ValueError(f"fill_value must be a pixel value in [0, 1], got {self.fill_value!r}")
+        if not self.blur_sigma > 0:
+            raise ValueError(f"blur_sigma must be > 0 (a fraction of the image side), got {self.blur_sigma!r}")
+        if not self.road_noise >= 0:
+            raise ValueError(f"road_noise must be a standard deviation >= 0 (image units), got {self.road_noise!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+        check_choice(self.readout, "readout", READOUTS)
+
+
+def unit_fill(
+    unit: Unit, fill: str, ids: Tensor, *, value: float, blur_sigma: float, noise: float, seed: int
+) -> tuple[float | Tensor, FillFn | None]:
+    """(baseline, fill function) of ``fill`` for the unit's samples ``ids`` on the unit's device: the fill function
+    (``road``) or else the baseline (model-input space) replaces the removed pixels."""
+    if unit.model.modality != "image":
+        raise ValueError(f"pixel flipping needs an image model; {unit.model.name!r} is a {unit.model.modality} model")
+    images = unit.images[ids.cpu()]
+    if fill == "road":
+        mean_colour = unit.images.mean(dim=(0, 2, 3)).to(unit.device)
+        encode = unit.model.encode
+        return 0.0, road_fill(
+            images.to(unit.device), encode, ids=ids.to(unit.device), noise=noise, seed=seed, fallback=mean_colour
+        )
+    if fill == "noise":
+        u = hashed_uniform(ids.cpu(), tuple(images.shape[1:]), seed=seed, stream=STREAM_NOISE_FILL)
+        return unit.model.encode(u.to(images.dtype)).to(unit.device), None
+    base = removal_baseline(unit.model.encode, images, unit.images, fill, value=value, blur_sigma=blur_sigma)
+    return (base.to(unit.device) if isinstance(base, Tensor) else base), None
+
+
+def _flipping(unit: Unit, cfg: FlippingConfig) -> FlippingScores:
+    def compute() -> FlippingScores:
+        x, t, ids = unit.samples()
+        baseline, fill = unit_fill(
+            unit, cfg.fill, ids, value=cfg.fill_value, blur_sigma=cfg.blur_sigma, noise=cfg.road_noise, seed=cfg.seed
+        )
+        return pixel_flipping(
+            unit.model.module,
+            x,
+            unit.sample_maps(),
+            t,
+            block_size=cfg.block_size,
+            fractions=cfg.fractions,
+            baseline=baseline,
+            fill=fill,
+            activation=unit.model.activation if cfg.readout == "probability" else "identity",
+            chunk_size=unit.eval_batch,
+        )
+
+    return unit.memo(("flipping", cfg), compute)
+
+
+def _evaluate(part: str):
+    def evaluate(unit: Unit, cfg: FlippingConfig) -> MetricResult:
+        _, _, ids = unit.samples()
+        if len(ids) == 0:
+            return MetricResult.empty(to_dict(cfg), "samples")
+        res: CurveScores = getattr(_flipping(unit, cfg), part)
+        return MetricResult(res.values, res.undefined, ids, to_dict(cfg), "samples", res.curve, res.fractions)
+
+    return evaluate
+
+
+_COMMON = dict(modalities=("image",), scale=1, unit="AUC", config=FlippingConfig, table="flipping", plot="curve")
+MORF = MetricSpec(
+    name="morf",
+    description="class probability as the most relevant blocks are removed first; normalised area",
+    higher_is_better=False,
+    evaluate=_evaluate("morf"),
+    curve_label="fraction of blocks removed, most relevant first",
+    **_COMMON,
+)
+LERF = MetricSpec(
+    name="lerf",
+    description="class probability as the least relevant blocks are removed first; normalised area",
+    higher_is_better=True,
+    evaluate=_evaluate("lerf"),
+    curve_label="fraction of blocks removed, least relevant first",
+    **_COMMON,
+)
+SRG = MetricSpec(
+    name="srg",
+    description="symmetric relevance gain: LeRF area minus MoRF area (Blücher et al. 2024)",
+    higher_is_better=True,
+    evaluate=_evaluate("srg"),
+    curve_label="fraction of blocks removed",
+    curve_value_label="p(LeRF) - p(MoRF)",
+    **_COMMON,
+)

@@ -1,0 +1,199 @@
+"""ROAD: RemOve And Debias (Rong, Leemann, Borisov, Kasneci & Kasneci, ICML 2022).
+
+For each fraction f the k_f = floor(f * H * W) most relevant pixels (MoRF; the channel-summed map, ties
+broken by position, earlier pixel first) are removed by noisy linear imputation
+(:mod:`faithbench.metrics.imputation`: every removed pixel the weighted mean of its 8 neighbours, plus
+N(0, noise^2), in image space, then encoded per model), and the model is asked again:
+
+    c_f = 1[argmax_y f(x_f) = target]          (``readout = "accuracy"``: ROAD's accuracy, Quantus' indicator)
+    c_f = p(target | x_f)                      (``readout = "probability"``: the model's activation)
+
+Score = mean over the fractions of c_f (lower is better: removing what the map calls relevant should
+break the prediction). Its mean over samples is the mean of ROAD's accuracy curve over the fractions
+(pytorch-grad-cam's "ROAD most relevant first, average"); the per-fraction curve is kept.
+
+Conventions: the default fractions are those of the authors' code (0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 0.9);
+Quantus' default is every odd percent (``QUANTUS_FRACTIONS``), removing the same floor(f * H * W) pixels
+(Quantus ranks single-channel maps only: it fails on RGB input). Imputation noise 0.01 is the paper's
+and Quantus' value; the authors' code imputes images in [0, 1] before normalising them, as here, while
+Quantus adds it in whatever space its input is. The LeRF order and a symmetric score with this removal
+are the ``lerf`` / ``srg`` metrics with ``fill = "road"`` (:mod:`faithbench.metrics.flipping`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import Tensor
+
+from faithbench.activations import ACTIVATIONS
+from faithbench.config import to_dict
+from faithbench.metrics._checks import check_choice, check_finite, check_fractions, check_targets, check_tensor
+from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal
+from faithbench.metrics.imputation import ROAD_MAX_ITER, ROAD_NOISE, ROAD_TOL, road_fill
+from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
+from faithbench.metrics.types import CurveScores
+
+ROAD_FRACTIONS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 0.9)
+QUANTUS_FRACTIONS: tuple[float, ...] = tuple(p / 100 for p in range(1, 100, 2))
+READOUTS = ("accuracy", "probability")
+
+
+def _still_correct(scores: Tensor, targets: Tensor) -> Tensor:
+    return (scores.argmax(dim=1) == targets).float()
+
+
+def road(
+    forward: ForwardFn,
+    images: Tensor,
+    attributions: Tensor,
+    targets: Tensor,
+    *,
+    encode: Callable[[Tensor], Tensor] = lambda x: x,
+    fractions: Sequence[float] = ROAD_FRACTIONS,
+    noise: float = ROAD_NOISE,
+    readout: str = "accuracy",
+    activation: str = "softmax",
+    seed: int = 0,
+    ids: Tensor | None = None,
+    fallback: float | Tensor | None = None,
+    tol: float = ROAD_TOL,
+    max_iter: int = ROAD_MAX_ITER,
+    chunk_size: int = 256,
+) -> CurveScores:
+    """ROAD curves (B, R) and scores (B,) of a batch of explanations (see the module docstring).
+
+    Args:
+        forward: ``forward(encode(images)) -> (n, K)`` logits.
+        images: (B, c, H, W) in [0, 1] (image space: the imputation works there).
+        attributions: (B, H, W), or (B, c', H, W) summed over channels.
+        targets: (B,) explained classes.
+        encode: images in [0, 1] -> model input (normalisation, the B-cos [x, 1-x] encoding).
+        fractions: increasing fractions of pixels removed, in (0, 1].
+        noise: standard deviation of the imputation noise (image units; 0: plain linear imputation).
+        readout: ``accuracy`` (is the target still the top class) or ``probability``.
+        activation: ``softmax``, ``sigmoid`` or ``identity`` (``probability`` readout only).
+        seed, ids: key the noise (``ids`` (B,) sample ids, default 0..B-1; see imputation).
+        fallback: value of an image whose every pixel is removed (default: the batch's mean colour).
+        tol, max_iter: the imputation solver's tolerance (image units) and iteration cap.
+        chunk_size: imputed images per model call.
+    """
+    check_tensor(images, "images", min_dim=4, floating=True)
+    check_tensor(attributions, "attributions", min_dim=3, floating=True)
+    check_choice(readout, "readout", READOUTS)
+    check_choice(activation, "activation", ACTIVATIONS)
+    if attributions.dim() == 4:
+        attributions = attributions.sum(dim=1)
+    b, _, h, w = images.shape
+    if attributions.shape != (b, h, w):
+        raise ValueError(
+            f"attributions must be (B, H, W) or (B, C, H, W) matching images {tuple(images.shape)}, "
+            f"got {tuple(attributions.shape)}"
+        )
+    check_finite(attributions, "attributions")
+    targets = check_targets(targets, b)
+    frac = check_fractions(fractions, allow_zero=False)
+    device = images.device
+    ids = torch.arange(b, device=device) if ids is None else ids.to(device)
+    if ids.shape != (b,):
+        raise ValueError(f"ids must have shape ({b},) to match the batch, got {tuple(ids.shape)}")
+    if fallback is None:
+        fallback = images.mean(dim=(0, 2, 3))
+    k = torch.floor(frac * (h * w) + 1e-6).long().to(device)  # floor(f H W), robust to 0.29 * 100 = 28.99..
+    r = k.numel()
+    ranks = feature_ranks(attributions.float().reshape(b, -1)).reshape(b, h, w)
+    fill = road_fill(images, encode, ids=ids, noise=noise, seed=seed, fallback=fallback, tol=tol, max_iter=max_iter)
+    curve = probabilities_after_removal(
+        forward,
+        encode(images),
+        ranks,
+        targets,
+        job_sample=torch.arange(b, device=device).repeat_interleave(r),
+        job_k=k.repeat(b),
+        job_keep_top=torch.zeros(b * r, dtype=torch.bool, device=device),
+        baseline=0.0,
+        activation=activation,
+        chunk_size=chunk_size,
+        fill=fill,
+        score=_still_correct if readout == "accuracy" else None,
+    ).reshape(b, r)
+    return CurveScores(
+        values=curve.mean(dim=1),
+        undefined=torch.zeros(b, dtype=torch.bool, device=device),
+        curve=curve,
+        fractions=frac.to(device=device, dtype=torch.float32),
+    )
+
+
+# --------------------------------------------------------------------------- the suite's metric
+
+
+@dataclass(frozen=True)
+class RoadConfig:
+    """``[road]``: ROAD's MoRF accuracy curve with noisy linear imputation."""
+
+    fractions: tuple[float, ...] = ROAD_FRACTIONS  # pixels removed; Quantus: every odd percent 0.01 .. 0.99
+    noise: float = ROAD_NOISE  # imputation noise sigma, image units
+    readout: str = "accuracy"  # accuracy | probability
+    seed: int = 0  # keys the imputation noise
+    tol: float = ROAD_TOL  # solver tolerance: |pixel - weighted mean of its neighbours|, image units
+    max_iter: int = ROAD_MAX_ITER  # solver iterations at most
+
+    cli: ClassVar[dict[str, str]] = {}
+
+    def __post_init__(self) -> None:
+        check_fractions(self.fractions, allow_zero=False)
+        if not self.noise >= 0:
+            raise ValueError(f"noise must be a standard deviation >= 0 (image units), got {self.noise!r}")
+        check_choice(self.readout, "readout", READOUTS)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+        if not self.tol > 0:
+            raise ValueError(f"tol must be > 0 (image units), got {self.tol!r}")
+        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, int) or self.max_iter < 1:
+            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
+
+
+def _evaluate(unit: Unit, cfg: RoadConfig) -> MetricResult:
+    _, t, ids = unit.samples()
+    if len(ids) == 0:
+        return MetricResult.empty(to_dict(cfg), "samples")
+    if unit.model.modality != "image":
+        raise ValueError(f"ROAD needs an image model; {unit.model.name!r} is a {unit.model.modality} model")
+    res = road(
+        unit.model.module,
+        unit.images[ids.cpu()].to(unit.device),
+        unit.sample_maps(),
+        t,
+        encode=unit.model.encode,
+        fractions=cfg.fractions,
+        noise=cfg.noise,
+        readout=cfg.readout,
+        activation=unit.model.activation,
+        seed=cfg.seed,
+        ids=ids,
+        fallback=unit.images.mean(dim=(0, 2, 3)).to(unit.device),
+        tol=cfg.tol,
+        max_iter=cfg.max_iter,
+        chunk_size=unit.eval_batch,
+    )
+    return MetricResult(res.values, res.undefined, ids, to_dict(cfg), "samples", res.curve, res.fractions)
+
+
+SPEC = MetricSpec(
+    name="road",
+    description="ROAD: accuracy as the most relevant pixels are imputed (noisy linear); mean over fractions",
+    higher_is_better=False,
+    modalities=("image",),
+    scale=100,
+    unit="%",
+    evaluate=_evaluate,
+    config=RoadConfig,
+    table="road",
+    plot="curve",
+    curve_label="fraction of pixels imputed, most relevant first",
+    curve_value_label="still classified as the target",
+)
