@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from faithbench.attributions.shared_forward import has_repeats, occurrences
 from faithbench.config import check_type
 from faithbench.errors import ParameterError
 from faithbench.models.adapter import ModelAdapter
@@ -134,13 +135,30 @@ class AttributionMethod:
             )
         self.max_batch = max_batch
         chunk = max_batch // self.inputs_per_call
+        share = self.shares_forward(model)
         out = []
         for start in range(0, inputs.shape[0], chunk):
-            maps = self._attribute(model, inputs[start : start + chunk].detach(), targets[start : start + chunk])
+            x, t = inputs[start : start + chunk].detach(), targets[start : start + chunk]
+            if share and has_repeats(x):  # GridPG: one grid, one target per cell
+                distinct, inverse, occurrence = occurrences(x)
+                maps = self._attribute_shared(model, x[distinct], inverse, occurrence, t)
+            else:
+                maps = self._attribute(model, x, t)
             out.append((maps.sum(dim=1) if maps.dim() == inputs.dim() else maps).detach())
         return torch.cat(out).to(inputs.dtype)
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def shares_forward(self, model: ModelAdapter) -> bool:
+        """Whether equal inputs explained for different targets share one forward pass on ``model``
+        (:meth:`_attribute_shared`; :mod:`faithbench.attributions.shared_forward`)."""
+        return False
+
+    def _attribute_shared(
+        self, model: ModelAdapter, distinct: Tensor, inverse: Tensor, occurrence: Tensor, targets: Tensor
+    ) -> Tensor:
+        """The maps (B, ...) of rows ``distinct[inverse]`` for ``targets``, one forward pass of ``distinct``."""
         raise NotImplementedError
 
     def completeness_target(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:

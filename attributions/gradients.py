@@ -6,16 +6,27 @@ from typing import ClassVar
 
 import captum.attr as ca
 import torch
+from captum.attr._utils.approximation_methods import approximation_parameters
 from torch import Tensor
 
 from faithbench.attributions.base import AttributionMethod, Capabilities, module_by_name
 from faithbench.attributions.coverage import DEEPLIFT_MODULES, GUIDED_BACKPROP_MODULES, internal_softmax, uncovered
+from faithbench.attributions.shared_forward import grads_per_row
 from faithbench.models.adapter import ModelAdapter
 
 
 def _leaf(inputs: Tensor) -> Tensor:
     """A fresh leaf requiring grad (else Captum sets it on the caller's tensor, with a warning)."""
     return inputs.detach().clone().requires_grad_(True)
+
+
+def input_gradients(
+    model: ModelAdapter, distinct: Tensor, inverse: Tensor, occurrence: Tensor, targets: Tensor
+) -> Tensor:
+    """d logit_t / dx of every row (B, ...), one forward pass of the distinct inputs (``shared_forward``)."""
+    x = _leaf(distinct)
+    with torch.enable_grad():
+        return grads_per_row(model.module(x), [x], inverse, occurrence, targets)[0][0]
 
 
 class Gradient(AttributionMethod):
@@ -27,6 +38,15 @@ class Gradient(AttributionMethod):
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         return ca.Saliency(model.module).attribute(_leaf(inputs), target=targets, abs=self.params["abs"])
 
+    def shares_forward(self, model: ModelAdapter) -> bool:
+        return True
+
+    def _attribute_shared(
+        self, model: ModelAdapter, distinct: Tensor, inverse: Tensor, occurrence: Tensor, targets: Tensor
+    ) -> Tensor:
+        grad = input_gradients(model, distinct, inverse, occurrence, targets)
+        return grad.abs() if self.params["abs"] else grad
+
 
 class InputXGradient(AttributionMethod):
     name = "input_x_gradient"
@@ -35,6 +55,14 @@ class InputXGradient(AttributionMethod):
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         return ca.InputXGradient(model.module).attribute(_leaf(inputs), target=targets)
+
+    def shares_forward(self, model: ModelAdapter) -> bool:
+        return True
+
+    def _attribute_shared(
+        self, model: ModelAdapter, distinct: Tensor, inverse: Tensor, occurrence: Tensor, targets: Tensor
+    ) -> Tensor:
+        return distinct[inverse] * input_gradients(model, distinct, inverse, occurrence, targets)
 
 
 class IntegratedGradients(AttributionMethod):
@@ -71,6 +99,30 @@ class IntegratedGradients(AttributionMethod):
             internal_batch_size=min(p["internal_batch_size"], self.max_batch),
             method=p["method"],
         )
+
+    def shares_forward(self, model: ModelAdapter) -> bool:
+        return True
+
+    def _attribute_shared(
+        self, model: ModelAdapter, distinct: Tensor, inverse: Tensor, occurrence: Tensor, targets: Tensor
+    ) -> Tensor:
+        """Captum's computation (the same alphas and step sizes, steps in passes of ``internal_batch_size`` rows),
+        each pass's forward shared by the targets of equal inputs."""
+        p = self.params
+        sizes_of, alphas_of = approximation_parameters(p["method"])
+        sizes, alphas = sizes_of(p["n_steps"]), alphas_of(p["n_steps"])
+        base = torch.full_like(distinct, p["baseline"])
+        per_pass = max(1, min(p["internal_batch_size"], self.max_batch) // distinct.shape[0])
+        total = torch.zeros_like(distinct[inverse])
+        shape = (-1, *([1] * distinct.dim()))
+        for s in range(0, len(alphas), per_pass):
+            alpha = torch.tensor(alphas[s : s + per_pass], dtype=distinct.dtype, device=distinct.device).view(shape)
+            x = (base + alpha * (distinct - base)).flatten(0, 1).requires_grad_(True)
+            with torch.enable_grad():
+                (grads,) = grads_per_row(model.module(x), [x], inverse, occurrence, targets)
+            weight = torch.tensor(sizes[s : s + per_pass]).float().to(grads.device).view(shape)
+            total += (grads * weight).sum(dim=0)
+        return total * (distinct - base)[inverse]
 
 
 _PLAIN = "the plain gradient (method 'gradient')"
@@ -141,3 +193,28 @@ class GradCam(AttributionMethod):
             _leaf(inputs), target=targets, relu_attributions=self.params["relu"]
         )
         return ca.LayerAttribution.interpolate(cam, tuple(inputs.shape[-2:]), interpolate_mode=self.params["upsample"])
+
+    def shares_forward(self, model: ModelAdapter) -> bool:
+        return True
+
+    def _attribute_shared(
+        self, model: ModelAdapter, distinct: Tensor, inverse: Tensor, occurrence: Tensor, targets: Tensor
+    ) -> Tensor:
+        """Captum's LayerGradCam (spatially averaged layer gradients times the layer's output, summed over
+        channels), the layer's output of one forward pass differentiated for every row's target."""
+        acts: list[Tensor] = []
+        hook = module_by_name(model.module, model.conv_layer).register_forward_hook(lambda m, i, o: acts.append(o))
+        try:
+            with torch.enable_grad():
+                out = model.module(_leaf(distinct))
+        finally:
+            hook.remove()
+        if len(acts) != 1 or not isinstance(acts[0], Tensor):
+            raise RuntimeError(f"layer {model.conv_layer!r} must return one tensor in one call per forward pass")
+        (grads,) = grads_per_row(out, acts, inverse, occurrence, targets)
+        weights = grads[0].mean(dim=tuple(range(2, grads[0].dim())), keepdim=True)
+        cam = (weights * acts[0].detach()[inverse]).sum(dim=1, keepdim=True)
+        cam = torch.relu(cam) if self.params["relu"] else cam
+        return ca.LayerAttribution.interpolate(
+            cam, tuple(distinct.shape[-2:]), interpolate_mode=self.params["upsample"]
+        )

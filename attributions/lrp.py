@@ -12,7 +12,7 @@ on bias-free ReLU nets (tested).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import MethodType
 from typing import ClassVar
 
@@ -36,6 +36,7 @@ from zennit.torchvision import ResNetCanonizer
 from zennit.types import Convolution
 
 from faithbench.attributions.base import AttributionMethod, Capabilities
+from faithbench.attributions.shared_forward import grads_per_row
 from faithbench.models.adapter import ModelAdapter
 from faithbench.models.bcosify import InputNormalization
 from faithbench.registry import Registry
@@ -136,15 +137,37 @@ class LRP(AttributionMethod):
         if maxout:
             self._unsupported(model, "B-cos layers with MaxOut are not supported")
 
-    def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
+    def _composite(
+        self, model: ModelAdapter
+    ) -> tuple[contextlib.AbstractContextManager, Callable[[], LayerMapComposite]]:
+        """(the B-cos layers' split, the composite with its canonizers); build the composite inside the split."""
         canonizers = [SequentialMergeBatchNorm()]
         if any(type(m).__name__ in ("BasicBlock", "Bottleneck") for m in model.module.modules()):
             canonizers = [ResNetCanonizer()]
         layer_map = [(_ConstantScale, Pass()), (InputNormalization, Pass())]
         has_bcos = any(isinstance(m, BcosConv2d | BcosLinear) for m in model.module.modules())
         split = _bcos_layers_split(model.module) if has_bcos else contextlib.nullcontext()
+        return split, lambda: COMPOSITES[self.params["composite"]](self.params["epsilon"], layer_map, canonizers)
+
+    def shares_forward(self, model: ModelAdapter) -> bool:
+        return True
+
+    def _attribute_shared(
+        self, model: ModelAdapter, distinct: Tensor, inverse: Tensor, occurrence: Tensor, targets: Tensor
+    ) -> Tensor:
+        """The relevance of every row's target from one forward pass with the composite's rules (a backward pass
+        per occurrence through the same rule hooks)."""
+        split, composite = self._composite(model)
+        with split, torch.enable_grad(), composite().context(model.module) as module:
+            x = distinct.detach().clone().requires_grad_(True)
+            out = module(x)
+            (relevance,) = grads_per_row(out, [x], inverse, occurrence, targets, seed=lambda o: o - model.logit_bias)
+        return relevance[0]
+
+    def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
+        split, make_composite = self._composite(model)
         with split, torch.enable_grad():
-            composite = COMPOSITES[self.params["composite"]](self.params["epsilon"], layer_map, canonizers)
+            composite = make_composite()
             one_hot = F.one_hot(targets, model.num_classes).to(inputs.dtype)
             with ZennitGradient(model.module, composite) as attributor:
                 # Initial relevance: the target's logit minus the constant logit bias (logit units).

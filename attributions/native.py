@@ -16,9 +16,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import torch
+from bcos.common import explanation_mode
 from torch import Tensor, nn
 
 from faithbench.attributions.base import AttributionMethod, Capabilities
+from faithbench.attributions.shared_forward import grads_per_row
 from faithbench.models.adapter import ModelAdapter, input_x_gradient, positional_contribution, positional_embeddings
 from faithbench.models.bcosify import InputNormalization
 
@@ -44,6 +47,20 @@ class NativeExplanation(AttributionMethod):
             return model.explain_native(inputs, targets)
         normalise, rest = parts
         return input_x_gradient(rest, normalise(inputs), targets, explanation=True)
+
+    def shares_forward(self, model: ModelAdapter) -> bool:
+        # A model that brings its own explainer (ALOE from the Hub) is called as it is.
+        return model.native_explainer is None and model.modality == "image"
+
+    def _attribute_shared(
+        self, model: ModelAdapter, distinct: Tensor, inverse: Tensor, occurrence: Tensor, targets: Tensor
+    ) -> Tensor:
+        parts = split_input_normalization(model.module) if self.params["wrt"] == "normalised-input" else None
+        module, x = (model.module, distinct) if parts is None else (parts[1], parts[0](distinct))
+        x = x.detach().clone().requires_grad_(True)
+        with torch.enable_grad(), explanation_mode(module):
+            (grads,) = grads_per_row(module(x), [x], inverse, occurrence, targets)
+        return x.detach()[inverse] * grads[0]
 
     def has_positional_term(self, model: ModelAdapter) -> bool:
         # A model that brings its own explainer (ALOE from the Hub) decomposes its logit its own way.
