@@ -2,7 +2,8 @@
 
 Blücher, Vielhaben & Strodthoff, "Decoupling Pixel Flipping and Occlusion Strategy for Consistent XAI
 Benchmarks" (TMLR 2024); the same protocol is AttnLRP's Table 1 and M4 / InterpretDL's ABPC. The map is
-cut into b x b blocks (block score = mean attribution, :func:`faithbench.metrics.deletion.block_scores`).
+cut into b x b blocks (block score = mean attribution, :func:`faithbench.metrics.deletion.block_scores`,
+computed so that equal blocks tie exactly).
 With k_f = floor(f * n_blocks + 1/2) for each fraction f:
 
 * MoRF (most relevant first): the k_f highest-scoring blocks are removed, p^MoRF_f read out;
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from faithbench.activations import ACTIVATIONS
@@ -119,7 +121,7 @@ def pixel_flipping(
     frac = check_fractions(fractions, allow_zero=True)
     if frac.numel() < 2:
         raise ValueError("the curves' areas need at least two fractions")
-    blocks = block_scores(attributions.float(), block_size)
+    blocks = _tie_exact_block_scores(attributions.float(), block_size)
     nbh, nbw = blocks.shape[-2:]
     k = torch.floor(frac * nbh * nbw + 0.5).long().to(inputs.device)
     r = k.numel()
@@ -146,6 +148,17 @@ def pixel_flipping(
 
     morf, lerf = curve(blocks), curve(-blocks)
     return FlippingScores(morf=morf, lerf=lerf, srg=_scores(lerf.curve - morf.curve, xs))
+
+
+def _tie_exact_block_scores(maps: Tensor, b: int) -> Tensor:
+    """:func:`block_scores` computed as block minimum + mean excess over it, so that a constant block scores exactly
+    its value: equal blocks tie exactly (a plain mean of a partial border block can differ from a full block's by
+    rounding, which would order a uniform map's blocks by rounding error)."""
+    check_positive_int(b, "block_size")
+    h, w = maps.shape[-2:]
+    low = -F.max_pool2d(-maps.unsqueeze(1), b, ceil_mode=True).squeeze(1)
+    low_px = low.repeat_interleave(b, dim=1).repeat_interleave(b, dim=2)[:, :h, :w]
+    return block_scores(maps - low_px, b) + low
 
 
 def _scores(curve: Tensor, xs: Tensor) -> CurveScores:
