@@ -30,7 +30,7 @@ default steps are f = 0, 0.1, ..., 1 (so both curves start at p(x) and meet at t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -244,7 +244,7 @@ def _flipping(unit: Unit, cfg: FlippingConfig) -> FlippingScores:
     return unit.memo(("flipping", cfg), compute)
 
 
-def _evaluate(part: str):
+def _evaluate(part: str) -> Callable[[Unit, FlippingConfig], MetricResult]:
     def evaluate(unit: Unit, cfg: FlippingConfig) -> MetricResult:
         _, _, ids = unit.samples()
         if len(ids) == 0:

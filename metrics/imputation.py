@@ -21,8 +21,9 @@ iterations (with a warning naming the largest residual). An image with no kept p
 information left: its removed pixels take ``fallback`` (the data set's mean colour in the metrics).
 
 Noise (here and for the ``noise`` fill of pixel flipping) is counter-based: a hash of (seed, stream,
-sample id, element index), so it does not depend on the batch size, the chunking, the shard or the
-device, and the same sample sees the same noise field at every fraction and in both removal orders.
+sample id, element index), so it does not depend on the batch size, the chunking or the shard (nor,
+up to float rounding, on the device), and the same sample sees the same noise field at every fraction
+and in both removal orders.
 """
 
 from __future__ import annotations

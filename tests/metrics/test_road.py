@@ -248,3 +248,13 @@ def test_road_config_errors_name_the_key_and_the_choices():
     with pytest.raises(UserError, match="unknown key"):
         from_table(RoadConfig, {"order": "lerf"}, "[road]")
     assert from_table(RoadConfig, {"fractions": [0.5, 0.9]}, "[road]").fractions == (0.5, 0.9)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_imputation_and_its_noise_on_cuda_match_the_cpu():
+    images = smooth_images(4, 3, 40)
+    removed = blob(40, 0.8, 4) | (torch.rand(4, 40, 40, generator=GEN) < 0.3)
+    ids = torch.tensor([3, 1, 4, 1])
+    cpu = noisy_linear_imputation(images, removed, noise=0.01, seed=5, ids=ids)
+    cuda = noisy_linear_imputation(images.cuda(), removed.cuda(), noise=0.01, seed=5, ids=ids.cuda())
+    assert (cuda.cpu() - cpu).abs().max() < 1e-5
