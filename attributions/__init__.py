@@ -20,9 +20,11 @@ from faithbench.attributions.lrp import LRP
 from faithbench.attributions.native import NativeExplanation, NativeNormalisedInput
 from faithbench.attributions.perturbation import Lime, ShapleySampling
 from faithbench.attributions.rollout import AttentionRollout, LastLayerAttention
+from faithbench.attributions.truth_controls import TRUTH_CONTROLS, TRUTH_METHODS
 from faithbench.registry import Registry
 
 METHODS: Registry[type[AttributionMethod]] = Registry("method")
+ALL_CONTROLS = CONTROLS + TRUTH_CONTROLS  # every map that is a yardstick, not a contestant
 
 
 def register_method(cls: type[AttributionMethod]) -> type[AttributionMethod]:
@@ -48,6 +50,7 @@ for _cls in (
     CheferCam,
     AttnLrp,
     *CONTROL_METHODS,
+    *TRUTH_METHODS,
 ):
     register_method(_cls)
 
@@ -58,7 +61,9 @@ def get_method(name: str, **params: object) -> AttributionMethod:
 
 
 __all__ = [
+    "ALL_CONTROLS",
     "CONTROLS",
+    "TRUTH_CONTROLS",
     "METHODS",
     "AttributionMethod",
     "Capabilities",

@@ -130,6 +130,12 @@ KNOWN_IDENTITIES: tuple[KnownIdentity, ...] = (
         "(ReLU networks, B-cos networks with B = 1): W(a x) = W(x) along the path a x",
         lambda model, params: _zero_baseline("integrated_gradients")(model, params) and _piecewise_linear(model),
     ),
+    KnownIdentity(
+        ("deeplift", "truth"),
+        "DeepLift from the zero baseline is the exact attribution of the hand-set additive patch models (one ReLU "
+        "per cell and channel: the rescale rule's multiplier is the secant slope, the Aumann-Shapley share)",
+        lambda model, params: _zero_baseline("deeplift")(model, params) and model.truth is not None,
+    ),
 )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from faithbench.bench.report.card import run_card
 from faithbench.bench.report.figures import write_plots
 from faithbench.bench.report.formats import WIDTH, to_latex, to_markdown, to_text
 from faithbench.bench.report.order import is_control
@@ -78,17 +79,22 @@ def report(
     say(f"report: statistics ({n_boot} bootstrap resamples)")
     stats = leaderboard_stats(run_dir, results, alpha=alpha, n_boot=n_boot)
     results = first_runs(results)  # reruns: see the statistics
-    say("report: tables")
-    table, notes = leaderboard(results, stats), stats.footnote()
-    sections = report_sections(stats, results, run_dir)
-    files = write_tables(table, notes, sections, out)
-    files.update({p.stem: p for p in write_statistics(stats, out)})
-    plots = write_plots(run_dir, results, out, stats, progress=say)
-    say("report: page")
     try:
         run = json.loads((run_dir / "run.json").read_text())
     except (OSError, json.JSONDecodeError):
         run = {}
+    say("report: report card of the metrics")
+    card = run_card(run_dir, results, stats, list(run.get("suite", {}).get("tiers", [])))
+    say("report: tables")
+    table, notes = leaderboard(results, stats), stats.footnote()
+    sections = report_sections(stats, results, run_dir, card)
+    files = write_tables(table, notes, sections, out)
+    files.update({p.stem: p for p in write_statistics(stats, out)})
+    if card is not None:
+        files["report_card"] = out / "report_card.csv"
+        card.to_csv(files["report_card"], index=False)
+    plots = write_plots(run_dir, results, out, stats, progress=say, card=card)
+    say("report: page")
     suite = run.get("suite", {}).get("name") or str(results["suite"].iloc[0] if "suite" in results else "")
     head = headline(results, stats)
     page = report_page(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from faithbench.bench.report.card import card_figure
 from faithbench.bench.report.cost import cost_plot
 from faithbench.bench.report.curves import curve_figures
 from faithbench.bench.report.heatmap import score_heatmap
@@ -25,10 +26,12 @@ def write_plots(
     out: Path,
     stats: LeaderboardStats | None = None,
     progress: Callable[[str], None] | None = None,
+    card: pd.DataFrame | None = None,
 ) -> list[Path]:
     """Write the report's figures into ``out`` and return them in reading order: ``<metric>.png`` per metric,
     ``example_maps.png``, ``curves_<model>.png``, with ``stats`` ``rank_intervals_<model>.png`` and
-    ``metric_agreement.png``, then ``faithfulness_vs_cost.png``. ``progress`` is told each figure as it starts."""
+    ``metric_agreement.png``, with ``card`` ``report_card.png``,
+    then ``faithfulness_vs_cost.png``. ``progress`` is told each figure as it starts."""
     say = progress or (lambda _: None)
     import matplotlib
 
@@ -53,6 +56,9 @@ def write_plots(
         written += rank_interval_plot(stats, out, plt, sns)
         say("report: figure metric agreement")
         written.append(agreement_heatmap(stats, out, plt, sns))
+    if card is not None:
+        say("report: figure report card")
+        written.append(card_figure(card, out, plt))
     if "explain_time_s" in results:
         say("report: figure faithfulness vs cost")
         written.append(cost_plot(results, out, plt))

@@ -8,7 +8,8 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from faithbench.attributions import CONTROLS, METHODS
+from faithbench.attributions import ALL_CONTROLS as CONTROLS
+from faithbench.attributions import METHODS
 from faithbench.metrics.registry import METRICS
 
 # Twenty colours a reader can tell apart (matplotlib's tab20, the dark shade of each hue first); controls are grey.

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from faithbench.bench.report.card import card_section_note, card_text
 from faithbench.bench.report.cost import explanation_cost
 from faithbench.bench.report.formats import WIDTH, to_markdown, to_text
 from faithbench.bench.report.stats import SKILL_NOTE, LeaderboardStats, reliability_text, skill_table
@@ -120,7 +121,11 @@ def identity_section(run_dir: Path) -> Section | None:
     return Section("Methods with identical maps", note, table, [lead, *identity.known_identities_text()])
 
 
-def report_sections(stats: LeaderboardStats, results: pd.DataFrame, run_dir: Path) -> list[Section]:
-    """Every section after the leaderboard, in the report's order."""
+def report_sections(
+    stats: LeaderboardStats, results: pd.DataFrame, run_dir: Path, card: pd.DataFrame | None = None
+) -> list[Section]:
+    """Every section after the leaderboard, in the report's order (the metrics' report card after their statistics)."""
     sections = statistics_sections(stats, results)
+    if card is not None and not card.empty:
+        sections.append(Section("Report card of the metrics", card_section_note(), card_text(card)))
     return sections + [s for s in (cost_section(results), identity_section(run_dir)) if s is not None]

@@ -63,7 +63,7 @@ class LeaderboardStats:
         return lines
 
 
-def _read_samples(run_dir: Path) -> pd.DataFrame | None:
+def read_samples(run_dir: Path) -> pd.DataFrame | None:
     path = run_dir / "samples.csv"
     if not path.exists() or path.stat().st_size <= 1:
         return None
@@ -76,7 +76,7 @@ def leaderboard_stats(
 ) -> LeaderboardStats:
     """Paired tests, rank stability, metric agreement and split-half reliability of a run (``results`` as
     :func:`~faithbench.bench.run.results.read_results` gives it: with its job columns)."""
-    samples = _read_samples(run_dir)
+    samples = read_samples(run_dir)
     reruns = rerun_agreement(samples) if samples is not None else pd.DataFrame()
     if samples is not None:  # a rerun with another seed is not a method of the leaderboard
         samples = first_runs(samples)

@@ -9,7 +9,8 @@ from typing import Any
 
 from PIL import Image
 
-from faithbench.attributions import CONTROLS, METHODS
+from faithbench.attributions import ALL_CONTROLS as CONTROLS
+from faithbench.attributions import METHODS
 from faithbench.bench.report.order import is_control, method_colour
 
 DPI = 100

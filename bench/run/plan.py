@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from faithbench.attributions import CONTROLS, METHODS, AttributionMethod
+from faithbench.attributions import ALL_CONTROLS, METHODS, AttributionMethod
 from faithbench.bench.run.provenance import code_identity, is_own_file, source_identity
 from faithbench.bench.run.results import JOB_COLUMNS, RunStore
 from faithbench.bench.run.suite import Suite
@@ -98,7 +98,7 @@ def jobs(suite: Suite) -> list[Job]:
     """What the runner evaluates: every method and control, then every seeded one again per
     ``rerun_seeds`` entry (named ``METHOD@seedN``)."""
     base = [
-        Job(name=m, method=m, params=dict(suite.method_params.get(m, {})), is_control=m in CONTROLS)
+        Job(name=m, method=m, params=dict(suite.method_params.get(m, {})), is_control=m in ALL_CONTROLS)
         for m in suite.all_methods
     ]
     reruns = [

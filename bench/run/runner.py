@@ -34,7 +34,7 @@ from faithbench.bench.run.identity import write as write_identical
 from faithbench.bench.run.pairing import save_shared, share_items, shared_digest
 from faithbench.bench.run.plan import Plan, plan, resume_count, run_id
 from faithbench.bench.run.provenance import provenance
-from faithbench.bench.run.suite import Suite
+from faithbench.bench.run.suite import Suite, load_suite, with_overrides
 from faithbench.bench.run.work import Work
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
@@ -140,11 +140,15 @@ def run(
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
     try:
         with quiet() if not progress or not worker.first else contextlib.nullcontext():  # one worker draws
-            return _run(steps, out, dev, worker, progress, resuming)
+            results = _run(steps, out, dev, worker, progress, resuming)
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
         lock.release(remove_if_empty=True)
+    for tier in suite.tiers:  # e.g. the ground-truth tier: its own suite and folder, this run's seed
+        tier_suite = with_overrides(load_suite(tier), seed=suite.seed)
+        run(tier_suite, out / tier, device, progress, worker, handle_sigterm)
+    return results
 
 
 def _run(steps: Plan, out: Path, dev: torch.device, worker: Worker, progress: bool, resuming: bool) -> Any:

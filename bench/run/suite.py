@@ -40,7 +40,7 @@ SCALARS = {  # key: (type, smallest value or None)
     "store_maps": (bool, None),
     "pieces": (int, 1),
 }
-LISTS = ("models", "methods", "metrics", "plugins", "controls", "rerun_seeds")
+LISTS = ("models", "methods", "metrics", "plugins", "controls", "rerun_seeds", "tiers")
 
 SUITES: Registry[Path] = Registry("suite")
 for _path in sorted(Path(str(files("faithbench.bench").joinpath("suites"))).glob("*.toml")):
@@ -75,6 +75,7 @@ class Suite:
     plugins: tuple[str, ...] = ()
     controls: tuple[str, ...] = ()  # control explainers run beside the methods (``controls = true``: all of them)
     rerun_seeds: tuple[int, ...] = ()  # seeded methods run again with each of these seeds (rerun agreement)
+    tiers: tuple[str, ...] = ()  # suites run after this one, each into OUT/NAME (the ground-truth tier: ``truth``)
     modality: str = "image"  # the data set's (resolved)
     metric_tables: Mapping[str, str | None] = field(default_factory=dict)  # metric -> its settings table (resolved)
 
@@ -157,6 +158,7 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
         isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in rerun_seeds
     ):
         raise UserError(f"{where} rerun_seeds must be a list of integers >= 0, got {rerun_seeds!r}")
+    tiers = _tiers(data.get("tiers", []), data.get("name"), where)
     values = {k: _scalar(data, k, where) for k in SCALARS if k in data}
     models = MODELS.check(data["models"], f"{where} models")
     methods = METHODS.check(data["methods"], f"{where} methods")
@@ -236,6 +238,7 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
         plugins=plugins,
         controls=controls,
         rerun_seeds=tuple(dict.fromkeys(rerun_seeds)),
+        tiers=tiers,
         modality=dataset.modality,
         metric_tables={m: METRICS.get(m).table for m in metrics},
         **values,
@@ -254,6 +257,21 @@ def _controls(value: object, where: str) -> tuple[str, ...]:
     unknown = [v for v in value if v not in CONTROLS]
     if unknown:
         raise UserError(f"{where} unknown control(s) {', '.join(unknown)}; valid controls: {', '.join(CONTROLS)}")
+    return tuple(dict.fromkeys(value))
+
+
+def _tiers(value: object, name: object, where: str) -> tuple[str, ...]:
+    """Suites (by registered name) run after this one into sub-folders; a tier has no tiers of its own."""
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise UserError(f"{where} tiers must be a list of suite names, got {value!r}")
+    for tier in value:
+        if tier not in SUITES:
+            raise SUITES.unknown(tier)
+        if tier == name:
+            raise UserError(f"{where} suite {name!r} cannot be its own tier")
+        nested = tomllib.loads(SUITES.get(tier).read_text()).get("tiers")
+        if nested:
+            raise UserError(f"{where} tier {tier!r} has tiers of its own ({', '.join(nested)}); a tier must have none")
     return tuple(dict.fromkeys(value))
 
 
