@@ -195,7 +195,8 @@ def card_figure(card: pd.DataFrame, out: Path, plt: Any) -> Path | None:
 
 def run_card(run_dir: Path, results: pd.DataFrame, stats_: LeaderboardStats, tiers: list[str]) -> pd.DataFrame | None:
     """The card of the run in ``run_dir`` with its ground-truth tier (the run itself if it scored
-    ``truth_correlation``, else the first of ``tiers`` holding a run that did); None when neither the run nor a tier has per-sample scores."""
+    ``truth_correlation``, else the first of ``tiers`` holding a run that did); None when neither the run nor a tier
+    has per-sample scores."""
     samples = read_samples(run_dir)
     truth_results = truth_samples = None
     if TRUTH_METRIC in set(results["metric"]):  # the tier's own report
