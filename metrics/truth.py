@@ -29,6 +29,7 @@ from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
 from faithbench.metrics.types import Scores
 
 RESOLUTIONS = ("patch", "pixel")
+REFERENCE = "truth_correlation"  # the metric the report card ranks the tier's methods by (agreement with the truth)
 
 
 def _pair(attributions: Tensor, truth: Tensor) -> tuple[Tensor, Tensor]:

@@ -95,6 +95,10 @@ def finish(args: argparse.Namespace, suite: Suite, out: Path, results: pd.DataFr
     else:
         text, tables, plots = report(out / "results.csv", progress=None if args.no_progress else say)
         written = f"report:   {out / 'report'} ({len(tables)} tables and {len(plots)} figures; the page: index.html)\n"
+        for tier in suite.tiers:  # each tier's own report (the main one's card already reads them)
+            if (out / tier / "results.csv").exists():
+                report(out / tier / "results.csv", progress=None if args.no_progress else say)
+                written += f"tier {tier}: {out / tier / 'report'} (its page: index.html)\n"
     sys.stdout.write(f"\nleaderboard ({suite.name}): the best method of each model on each metric\n{text}\n\n")
     sys.stdout.write(f"results:  {out / 'results.csv'} (per sample: samples.csv, curves: curves.csv)\n{written}")
     skipped = json.loads((out / "skipped.json").read_text())

@@ -11,7 +11,8 @@ One row per metric, one column per question:
   model-free control's map (``random``, ``uniform``, ``centre``, ``edges``: maps that cannot be faithful, as they
   never ask the model) on the same sample;
 * ``tau truth``: Kendall's tau-b between the metric's ranking of the tier's methods (controls left out) and their
-  ranking by ``truth_correlation`` (agreement with the exact attribution), mean over the hand-set models;
+  ranking by their agreement with the exact attribution (the tier's reference metric,
+  :data:`faithbench.metrics.truth.REFERENCE`), mean over the hand-set models;
 * ``split-half``, ``rerun rho``, ``agreement tau``: this run's split-half reliability (mean over the models), rerun
   agreement of the seeded methods (mean) and mean Kendall tau with the other metrics (:mod:`.statistics`).
 
@@ -35,9 +36,10 @@ from faithbench.bench.report.order import metric_order
 from faithbench.bench.report.stats import LeaderboardStats, read_samples
 from faithbench.bench.report.style import WIDTH_IN, save
 from faithbench.bench.run.results import first_runs, read_results
+from faithbench.metrics.truth import REFERENCE
 
 MODEL_FREE = ("random", "uniform", "centre", "edges")
-TRUTH_METRIC = "truth_correlation"
+TRUTH_METRIC = REFERENCE
 COLUMNS = ["AUROC truth", "AUROC controls", "tau truth", "split-half", "rerun rho", "agreement tau"]
 
 
@@ -70,7 +72,7 @@ def paired_auroc(samples: pd.DataFrame, direction: dict[str, float], good: list[
 
 def truth_tau(results: pd.DataFrame) -> pd.DataFrame:
     """Per metric: mean over the hand-set models of Kendall's tau-b between the metric's method ranking (its direction
-    applied) and the ranking by ``truth_correlation``, the tier's controls left out."""
+    applied) and the ranking by the tier's reference metric, the tier's controls left out."""
     frame = results[~results["is_control"].astype(bool) & results["rerun_of"].isna() & np.isfinite(results["mean"])]
     rows = []
     for metric in [m for m in dict.fromkeys(frame["metric"]) if m != TRUTH_METRIC]:  # itself: 1 by definition
@@ -195,7 +197,7 @@ def card_figure(card: pd.DataFrame, out: Path, plt: Any) -> Path | None:
 
 def run_card(run_dir: Path, results: pd.DataFrame, stats_: LeaderboardStats, tiers: list[str]) -> pd.DataFrame | None:
     """The card of the run in ``run_dir`` with its ground-truth tier (the run itself if it scored
-    ``truth_correlation``, else the first of ``tiers`` holding a run that did); None when neither the run nor a tier
+    the reference metric, else the first of ``tiers`` holding a run that did); None when neither the run nor a tier
     has per-sample scores."""
     samples = read_samples(run_dir)
     truth_results = truth_samples = None
@@ -221,5 +223,5 @@ def card_section_note() -> str:
         "better than a model-free control's: random, uniform, centre, edges). 0.5 is chance (ties count half); an "
         "AUROC is better than chance when a one-sided sign test rejects 0.5 at 0.05. tau truth: Kendall's tau between "
         "the metric's ranking of the tier's methods and their ranking by agreement with the exact attribution "
-        "(truth_correlation). Split-half, rerun rho and agreement tau: as in the sections above (means)."
+        f"({TRUTH_METRIC}). Split-half, rerun rho and agreement tau: as in the sections above (means)."
     )

@@ -50,8 +50,8 @@ def write(tmp_path, text):
         ('[deletion]\nblock_size = "4"\n', r"\[deletion\] block_size must be int"),
         (
             "[grid_pg]\nn_grids = 2\n",
-            r"unknown key\(s\) grid_pg; .*tables: gridpg, seqpg, deletion, erasure, completeness, randomisation, "
-            r"method_params",
+            r"unknown key\(s\) grid_pg; .*tables: gridpg, seqpg, deletion, flipping, road, erasure, completeness, "
+            r"randomisation, truth, method_params",
         ),
         (
             "[method_params.lime]\nn_sample = 3\n",
@@ -153,9 +153,14 @@ def test_smoke_suite_covers_every_method_and_every_image_metric():
     from faithbench.metrics.registry import METRICS
 
     smoke, text = load_suite("smoke"), load_suite("smoke-text")
-    assert set(smoke.all_methods) | set(text.all_methods) == set(METHODS)  # controls included (controls = true)
+    assert smoke.tiers == ("truth",)  # the ground-truth tier runs after the smoke suite, into OUT/truth
+    truth = load_suite("truth")
+    methods = set(smoke.all_methods) | set(text.all_methods) | set(truth.all_methods)
+    assert methods == set(METHODS)  # controls included (controls = true)
     image_metrics = {name for name, spec in METRICS.items() if spec.availability("image") is None}
-    assert image_metrics - {"entropy_positive"} == set(smoke.metrics)  # entropy_positive: gated by smoke-text
+    # entropy_positive: gated by smoke-text; the truth metrics apply to the hand-set models of the tier only
+    assert image_metrics - {"entropy_positive", "truth_correlation", "truth_mass"} == set(smoke.metrics)
+    assert {"truth_correlation", "truth_mass"} <= set(truth.metrics)
     text_metrics = {name for name, spec in METRICS.items() if spec.availability("text") is None}
     assert set(text.metrics) == text_metrics
     assert text.modality == "text" and {"seqpg", "entropy_positive"} <= set(text.metrics)
