@@ -10,11 +10,15 @@ from faithbench.bench.perf.harness import format_table, run_perf
 
 
 def cmd_perf(args: argparse.Namespace) -> int:
-    """Run, print the table and the notes, say where the files are."""
+    """Run, print the table, the notes and every ratio flagged as a measurement error, say where the files are."""
     start = time.perf_counter()
     run = run_perf(args.device, quick=args.quick, repeats=args.repeats, out=args.out)
     sys.stdout.write(format_table(run.table) + "\n")
     for note in run.notes:
         sys.stdout.write(f"note: {note}\n")
+    for error in run.errors:
+        sys.stdout.write(f"measurement error: {error}\n")
+    if not run.errors:
+        sys.stdout.write("every ratio to a limit is at least 0.95 (status ok)\n")
     sys.stdout.write(f"wrote {run.csv} and perf.json beside it ({time.perf_counter() - start:.1f} s)\n")
     return 0

@@ -25,8 +25,9 @@ class PerfCase:
 class PerfSizes:
     """Problem sizes shared by every case."""
 
-    repeats: int = 3
-    warmup: int = 1
+    repeats: int = 10  # rounds timed in turns (each side once per round), after the warm-up rounds
+    warmup: int = 2
+    min_seconds: float = 0.02  # a timed run of a faster side calls it that many times over (timing.in_turns)
     fractions: tuple[float, ...] | None = None  # deletion and insertion; None: ALOE's 0, .01, ..., .8
     erasure_fractions: tuple[float, ...] | None = None  # None: the eraser summary's 1, 5, 10, 20, 50 %
     flip_steps: int = 16  # PixelFlipping steps (rounded up to a count that flips whole pixels)
@@ -46,7 +47,9 @@ DEFAULT_CASES = (PerfCase("resnet50", 224, 64, 16, CHEAP_METHODS), PerfCase("bco
 DEFAULT_SIZES = PerfSizes()
 QUICK_CASES = (PerfCase("resnet18", 96, 8, 16, CHEAP_METHODS), PerfCase("bcos_cnn_mnist", 28, 8, 4, BCOS_METHODS))
 QUICK_SIZES = PerfSizes(
-    repeats=1,
+    repeats=7,
+    warmup=1,
+    min_seconds=0.05,
     fractions=(0.0, 0.1, 0.3, 0.6),
     erasure_fractions=(0.1, 0.5),
     flip_steps=6,

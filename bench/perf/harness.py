@@ -1,10 +1,14 @@
 """``python -m bench perf``: faithbench's metrics and attribution methods timed side by side with
-Quantus 0.6.0 and with the cost of the model calls alone, in one process.
+Quantus 0.6.0 and with the cost of the model work alone, in one process.
 
-Every time is the wall-clock median of ``repeats`` runs after ``warmup`` runs, with
-``torch.cuda.synchronize`` before the clock is read on CUDA. Images are seeded uniform noise,
-targets the model's predicted classes, attribution maps seeded Gaussian noise computed once: the same maps go
-to faithbench and Quantus and are never part of a time. Rows (``implementation``):
+Every ratio's sides are timed in turns (:mod:`faithbench.bench.perf.timing`): after ``warmup`` untimed rounds,
+``repeats`` rounds each run faithbench, its limit and Quantus once, one after the other; a ratio is taken
+pair by pair (the two runs of one round) and reported as the median over the pairs with their min-max
+(``ratio_to_limit``, ``_min``, ``_max``; the same for ``ratio_to_quantus``); each side's time as its median
+with min-max (``seconds``, ``seconds_min``, ``seconds_max``; ``pairs`` rounds), ``torch.cuda.synchronize``
+before the clock is read on CUDA. Images are seeded uniform noise, targets the model's predicted classes,
+attribution maps seeded Gaussian noise computed once: the same maps go to faithbench and Quantus and are never
+part of a time. Rows (``implementation``):
 
 * ``faithbench``: one call of the metric function on the whole batch (``pixel_deletion``,
   ``pixel_insertion``, ``comprehensiveness_sufficiency`` on pixel features, ``grid_pointing_game`` on
@@ -14,17 +18,21 @@ to faithbench and Quantus and are never part of a time. Rows (``implementation``
   on the first ``n_quantus`` images (``n_images``), as Quantus loops over samples in NumPy. Its
   per-sample values must agree with faithbench's (``agrees``, ``max_abs_diff``) before the faithbench
   row gets ``ratio_to_quantus`` = faithbench seconds per image / Quantus seconds per image;
-* ``limit``: for a metric that queries the model, the model alone under ``torch.no_grad`` on inputs
-  of exactly the batch sizes the faithbench call used (recorded by a forward pre-hook), the cost no
-  implementation of the metric avoids: ``ratio_to_limit`` = faithbench seconds / limit seconds. For
-  the attribution methods, one forward + backward of the batch (gradient of the target logits with
-  respect to the input): a method's ``ratio_to_limit`` = its seconds / those seconds.
+* ``limit``: the physical limit of the faithbench row, the model work no implementation avoids, done the
+  cheapest way: for a metric, the model alone under ``torch.no_grad`` on inputs of exactly the batch sizes
+  the faithbench call used (recorded by a forward pre-hook); for a method, its own limit
+  (:mod:`faithbench.bench.perf.limits`: one forward + backward for the gradient methods, n_steps of them for
+  IntegratedGradients, the backward to the layer for GradCAM, the rules' hooks for LRP, the forward passes
+  of LIME and Shapley sampling). ``ratio_to_limit`` = faithbench seconds / limit seconds, pair by pair;
+  ``status`` is ``ok``, or ``measurement error`` where its median is below 0.95 (no implementation does
+  less than its limit: such a figure is the machine's noise, not a result).
 
-``model_calls`` / ``model_inputs``: calls of the model's top-level module in one run, and the inputs
+``model_calls`` / ``model_inputs``: calls of the model's top-level module in the last timed run, and the inputs
 they carried. ``peak_memory_mb``: ``torch.cuda.max_memory_allocated`` over the timed runs (model and
 inputs included); empty (NaN) on the CPU, where PyTorch keeps no allocator statistics.
 
-The cases and sizes are :mod:`faithbench.bench.perf.cases`; the timing engine is :mod:`faithbench.bench.perf.timing`.
+The cases and sizes are :mod:`faithbench.bench.perf.cases`; the rows :mod:`faithbench.bench.perf.rows`; the
+documentation's table :mod:`faithbench.bench.perf.markdown`.
 """
 
 from __future__ import annotations
@@ -32,13 +40,15 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import pandas as pd
 
 from faithbench.bench.perf.cases import DEFAULT_CASES, DEFAULT_SIZES, QUICK_CASES, QUICK_SIZES, PerfCase, PerfSizes
 from faithbench.bench.perf.quantus import import_quantus
-from faithbench.bench.perf.timing import case_rows
+from faithbench.bench.perf.rows import case_rows
+from faithbench.bench.perf.timing import FLOOR, MEASUREMENT_ERROR
 from faithbench.bench.report.build import to_text
 from faithbench.bench.run.provenance import provenance
 from faithbench.bench.run.results import atomic_write_csv
@@ -46,22 +56,23 @@ from faithbench.bench.run.runner import resolve_device
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
 
-if TYPE_CHECKING:
-    import pandas as pd
-
 COLUMNS = [
-    "kind", "what", "implementation", "model", "device", "n_images", "seconds", "images_per_s", "model_calls",
-    "model_inputs", "ratio_to_quantus", "ratio_to_limit", "peak_memory_mb", "agrees", "max_abs_diff", "note",
+    "kind", "what", "implementation", "model", "device", "n_images", "pairs", "seconds", "seconds_min",
+    "seconds_max", "images_per_s", "model_calls", "model_inputs", "ratio_to_quantus", "ratio_to_quantus_min",
+    "ratio_to_quantus_max", "ratio_to_limit", "ratio_to_limit_min", "ratio_to_limit_max", "status",
+    "peak_memory_mb", "agrees", "max_abs_diff", "note",
 ]  # fmt: skip
 
 
 @dataclass
 class PerfRun:
-    """The table (columns ``COLUMNS``), notes on what was skipped, and the CSV written (if any)."""
+    """The table (columns ``COLUMNS``), notes on what was skipped, the ratios flagged as measurement errors
+    (:func:`measurement_errors`), and the CSV written (if any)."""
 
     table: pd.DataFrame
     notes: list[str]
     csv: Path | None
+    errors: list[str] = field(default_factory=list)
 
 
 def run_perf(
@@ -74,10 +85,9 @@ def run_perf(
     sizes: PerfSizes | None = None,
     seed: int = 0,
 ) -> PerfRun:
-    """Time every case (default: ``DEFAULT_CASES``; ``quick``: ``QUICK_CASES``, ``QUICK_SIZES``) and
-    write ``perf.csv`` and ``perf.json`` (sizes, notes and provenance) into ``out`` if given."""
-    import pandas as pd
-
+    """Time every case (default: ``DEFAULT_CASES``; ``quick``: ``QUICK_CASES``, ``QUICK_SIZES``; ``repeats``:
+    the rounds timed in turns, overriding the sizes') and write ``perf.csv`` and ``perf.json`` (sizes, notes,
+    measurement errors and provenance) into ``out`` if given."""
     dev = resolve_device(device)
     if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
         raise UserError(f"repeats must be a positive integer, got {repeats!r}")
@@ -91,6 +101,7 @@ def run_perf(
         rows += case_table
         notes += case_notes
     table = pd.DataFrame(rows).reindex(columns=COLUMNS)
+    errors = measurement_errors(table)
     csv = None
     if out is not None:
         out = Path(out)
@@ -98,17 +109,56 @@ def run_perf(
         csv = out / "perf.csv"
         atomic_write_csv(csv, table)
         meta = {"provenance": provenance(dev, seed), "cases": [asdict(c) for c in cases], "sizes": asdict(sizes)}
-        atomic_write_text(out / "perf.json", json.dumps({**meta, "notes": notes}, indent=2) + "\n")
-    return PerfRun(table, notes, csv)
+        meta["timing"] = f"{sizes.repeats} rounds in turns after {sizes.warmup} warm-up; ratios pair by pair"
+        atomic_write_text(out / "perf.json", json.dumps({**meta, "notes": notes, "errors": errors}, indent=2) + "\n")
+    return PerfRun(table, notes, csv, errors)
+
+
+def measurement_errors(table: pd.DataFrame) -> list[str]:
+    """One line per ratio to a limit whose median is below ``FLOOR``: a measurement error, not a result."""
+    flagged = table[table["status"] == MEASUREMENT_ERROR]
+    return [
+        f"{r.what} on {r.model}: {r.ratio_to_limit:.3g}x its limit (pairs {r.ratio_to_limit_min:.3g}-"
+        f"{r.ratio_to_limit_max:.3g}) is below {FLOOR}: a measurement error, not a result"
+        for r in flagged.itertuples()
+    ]
+
+
+def _number(v: object, digits: int = 4) -> str:
+    return f"{v:.{digits}g}" if isinstance(v, float) and math.isfinite(v) else ""
+
+
+def spread(median: object, low: object, high: object, scale: float = 1.0) -> str:
+    """``median (low-high)``, 4 / 3 significant digits; empty where the median is undefined."""
+    if not (isinstance(median, float) and math.isfinite(median)):
+        return ""
+    return f"{_number(median * scale)} ({_number(low * scale, 3)}-{_number(high * scale, 3)})"
+
+
+def _spreads(table: pd.DataFrame, column: str, scale: float = 1.0) -> list[str]:
+    """``column`` with its ``_min`` and ``_max`` as :func:`spread` strings."""
+    return [spread(*v, scale=scale) for v in table[[column, f"{column}_min", f"{column}_max"]].itertuples(index=False)]
 
 
 def format_table(table: pd.DataFrame) -> str:
-    """The printed table: milliseconds, 4 significant digits, empty where a value is undefined."""
-
-    shown = table.drop(columns=["kind", "device", "model_inputs", "note"]).rename(columns={"seconds": "ms"})
-    shown["ms"] = shown["ms"] * 1e3
-    for col in ("ms", "images_per_s", "ratio_to_quantus", "ratio_to_limit", "peak_memory_mb"):
-        shown[col] = [f"{v:.4g}" if isinstance(v, float) and math.isfinite(v) else "" for v in shown[col]]
-    shown["max_abs_diff"] = [f"{v:.1e}" if v == v else "" for v in shown["max_abs_diff"]]
-    shown["agrees"] = ["" if v != v else str(v) for v in shown["agrees"]]
+    """The printed table: milliseconds and ratios as median (min-max over the pairs), 4 significant digits,
+    empty where a value is undefined."""
+    shown = pd.DataFrame(
+        {
+            "what": table["what"],
+            "implementation": table["implementation"],
+            "model": table["model"],
+            "n_images": table["n_images"],
+            "pairs": table["pairs"],
+            "ms": _spreads(table, "seconds", 1e3),
+            "images_per_s": [_number(v) for v in table["images_per_s"]],
+            "model_calls": table["model_calls"],
+            "ratio_to_quantus": _spreads(table, "ratio_to_quantus"),
+            "ratio_to_limit": _spreads(table, "ratio_to_limit"),
+            "status": ["" if v != v else v for v in table["status"]],
+            "peak_memory_mb": [_number(v) for v in table["peak_memory_mb"]],
+            "agrees": ["" if v != v else str(v) for v in table["agrees"]],
+            "max_abs_diff": [f"{v:.1e}" if v == v else "" for v in table["max_abs_diff"]],
+        }
+    )
     return to_text(shown)

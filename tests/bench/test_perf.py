@@ -9,30 +9,44 @@ import pytest
 import torch
 
 import faithbench.bench.perf.harness as perf
+import faithbench.bench.perf.rows as rows
+from faithbench.attributions import get_method
 from faithbench.bench.cli import main
-from faithbench.bench.perf.harness import PerfCase, PerfSizes, run_perf
+from faithbench.bench.perf.cases import BCOS_METHODS, DEFAULT_CASES, QUICK_CASES
+from faithbench.bench.perf.harness import COLUMNS, PerfCase, PerfSizes, format_table, measurement_errors, run_perf
+from faithbench.bench.perf.limits import LIMITS, Work, method_limit
+from faithbench.bench.perf.markdown import docs_table
+from faithbench.bench.perf.markdown import main as markdown_main
 from faithbench.bench.perf.quantus import agreement, flip_steps
+from faithbench.bench.perf.timing import FLOOR, CallCounter, Ratio, build_model, in_turns, pair_ratio, probe
 from faithbench.errors import UserError
 
+CPU = torch.device("cpu")
 REQUIRED = [
-    "what", "implementation", "model", "device", "n_images", "seconds", "images_per_s", "model_calls",
-    "ratio_to_quantus", "ratio_to_limit", "peak_memory_mb", "agrees",
+    "what", "implementation", "model", "device", "n_images", "pairs", "seconds", "seconds_min", "seconds_max",
+    "images_per_s", "model_calls", "ratio_to_quantus", "ratio_to_quantus_min", "ratio_to_quantus_max",
+    "ratio_to_limit", "ratio_to_limit_min", "ratio_to_limit_max", "status", "peak_memory_mb", "agrees",
 ]  # fmt: skip
 TINY = PerfSizes(
-    repeats=1,
+    repeats=2,
     warmup=0,
+    min_seconds=0.0,
     fractions=(0.0, 0.25, 0.5),
     erasure_fractions=(0.1, 0.5),
     flip_steps=3,
     regions=3,
     n_quantus=2,
     chunk_size=8,
-    method_params={"integrated_gradients": {"n_steps": 2}, "lime": {"n_samples": 4}},
+    method_params={
+        "integrated_gradients": {"n_steps": 2},
+        "lime": {"n_samples": 4},
+        "shapley_sampling": {"n_samples": 1},
+    },
 )
 # 48 px: 3 divides 48², so Quantus PixelFlipping can flip whole RGB pixels; 16 px blocks: 9 regions.
 CASES = (
     PerfCase("resnet18", 48, 4, 16, ("gradient", "integrated_gradients", "native")),
-    PerfCase("bcos_cnn_mnist", 28, 4, 4, ("native", "lime")),
+    PerfCase("bcos_cnn_mnist", 28, 4, 4, BCOS_METHODS),
 )
 
 
@@ -61,21 +75,34 @@ def tiny(tmp_path_factory):
 def test_the_csv_has_every_column_and_one_row_per_measurement(tiny):
     run, out = tiny
     table = pd.read_csv(out / "perf.csv")
-    assert set(REQUIRED) <= set(table.columns)
-    assert len(table) == len(run.table) and (table["seconds"] > 0).all()
+    assert list(table.columns) == COLUMNS and set(REQUIRED) <= set(table.columns)
+    assert len(table) == len(run.table) and (table["seconds"] > 0).all() and (table["pairs"] == 2).all()
+    assert ((table["seconds_min"] <= table["seconds"]) & (table["seconds"] <= table["seconds_max"])).all()
     assert set(table["implementation"]) == {"faithbench", "quantus", "limit"}
     assert table["peak_memory_mb"].isna().all()  # CPU: PyTorch keeps no allocator statistics
     meta = json.loads((out / "perf.json").read_text())
     assert meta["provenance"]["device"].startswith("cpu") and meta["sizes"]["n_quantus"] == 2
-    # native refuses the standard ResNet (a note, no row); the B-cos CNN runs it
+    assert meta["errors"] == run.errors and "in turns" in meta["timing"]
+    # native refuses the standard ResNet (a note, no row); the B-cos CNN runs every method, each with its limit
     methods = table[table["kind"] == "method"]
-    assert set(methods.loc[methods["model"] == "resnet18", "what"]) == {
-        "forward+backward",
-        "gradient",
-        "integrated_gradients",
-    }
-    assert "native" in set(methods.loc[methods["model"] == "bcos_cnn_mnist", "what"])
+    resnet = methods[methods["model"] == "resnet18"]
+    assert set(resnet["what"]) == {"gradient", "integrated_gradients"}
+    bcos = methods[methods["model"] == "bcos_cnn_mnist"]
+    assert sorted(bcos.loc[bcos["implementation"] == "limit", "what"]) == sorted(BCOS_METHODS)
     assert any("'native' cannot explain model 'resnet18'" in n for n in run.notes)
+
+
+def test_every_ratio_to_a_limit_has_a_spread_and_a_status(tiny):
+    table = tiny[0].table
+    ours = table[table["implementation"] == "faithbench"]
+    with_limit = ours[ours["ratio_to_limit"].notna()]
+    assert len(with_limit) == 2 * 5 + 2 + len(BCOS_METHODS)  # the model-based metrics of both models, the methods
+    low, mid, high = (with_limit[f"ratio_to_limit{e}"] for e in ("_min", "", "_max"))
+    assert ((low <= mid) & (mid <= high) & (low > 0)).all()
+    assert set(with_limit["status"]) <= {"ok", "measurement error"}
+    assert (with_limit["status"] == np.where(mid < FLOOR, "measurement error", "ok")).all()
+    assert (ours.loc[ours["ratio_to_limit"].isna(), "status"] == "").all()
+    assert len(tiny[0].errors) == int((with_limit["status"] == "measurement error").sum())
 
 
 def test_faithbench_and_quantus_agree_on_every_quantus_row(tiny):
@@ -93,30 +120,159 @@ def test_faithbench_and_quantus_agree_on_every_quantus_row(tiny):
     assert quantus["agrees"].astype(bool).all() and (quantus["n_images"] == 2).all()
     ours = table[(table["implementation"] == "faithbench") & table["what"].isin(paired)]
     assert ours["agrees"].astype(bool).all() and (ours["ratio_to_quantus"] > 0).all()
+    assert (ours["ratio_to_quantus_min"] <= ours["ratio_to_quantus_max"]).all()
     assert (quantus.loc[quantus["what"] == "explanation_entropy", "model_calls"] == 0).all()
 
 
-def test_the_limit_makes_the_same_model_calls_as_the_metric(tiny):
+def test_every_limit_makes_the_same_model_calls_as_its_row(tiny):
     table = tiny[0].table
-    metrics = table[table["kind"] == "metric"]
-    limits = metrics[metrics["implementation"] == "limit"]
-    assert len(limits) == 2 * 5  # deletion, insertion, comp/suff and both Quantus-paired deletions, per model
+    limits = table[table["implementation"] == "limit"]
+    assert len(limits) == 2 * 5 + 2 + len(BCOS_METHODS)
     for _, limit in limits.iterrows():
-        ours = metrics[
-            (metrics["implementation"] == "faithbench")
-            & (metrics["what"] == limit["what"])
-            & (metrics["model"] == limit["model"])
+        ours = table[
+            (table["implementation"] == "faithbench")
+            & (table["what"] == limit["what"])
+            & (table["model"] == limit["model"])
         ].iloc[0]
         assert (ours["model_calls"], ours["model_inputs"]) == (limit["model_calls"], limit["model_inputs"])
         assert ours["model_calls"] > 0 and ours["ratio_to_limit"] > 0
     # deletion of 4 images at 3 fractions, at most 8 inputs per call: 12 inputs in calls of 8 and 4
-    row = metrics[(metrics["what"] == "pixel_deletion") & (metrics["model"] == "resnet18")].iloc[0]
+    row = table[(table["what"] == "pixel_deletion") & (table["model"] == "resnet18")].iloc[0]
     assert (row["model_calls"], row["model_inputs"]) == (2, 12)
+
+
+def test_every_method_of_the_cases_has_a_limit():
+    timed = {m for case in (*QUICK_CASES, *DEFAULT_CASES) for m in case.methods}
+    assert timed <= set(LIMITS)
+
+
+@pytest.mark.parametrize("name", sorted(LIMITS))
+def test_each_limit_does_the_model_work_of_its_method_in_the_same_calls(name):
+    # 5 inputs at most 2 per call: the chunks, IG's passes and the sampling methods' calls all split. The B-cos CNN
+    # runs every method but native_normalised, which needs the B-cosified CNN's input-normalisation layer 0.
+    model = build_model("bcosified_cnn_mnist" if name == "native_normalised" else "bcos_cnn_mnist", CPU, 0)
+    gen = torch.Generator().manual_seed(0)
+    inputs = model.encode(torch.rand(5, 1, 28, 28, generator=gen))
+    targets = torch.tensor([0, 1, 2, 3, 4])
+    params = {"integrated_gradients": {"n_steps": 3}, "lime": {"n_samples": 4}, "shapley_sampling": {"n_samples": 1}}
+    method = get_method(name, **params.get(name, {}))
+    # native_normalised calls the layers after layer 0 as a model of their own: count the calls of layer 1
+    counter = CallCounter(model.module[1] if name == "native_normalised" else model.module)
+    try:
+        first = probe(lambda: method.attribute(model, inputs, targets, max_batch=2), counter)
+        limit = method_limit(Work(model, method, inputs, targets, 2, first.inputs))
+        counter.sizes.clear()
+        limit.run()
+        limit_sizes = tuple(counter.sizes)
+    finally:
+        counter.close()
+    assert limit_sizes == first.sizes and len(first.sizes) > 1 and limit.note
+    if name not in ("lime", "shapley_sampling"):  # the gradient family: one call per chunk of 2 (IG: per pass)
+        assert first.sizes == ((2, 2, 2, 2, 2, 2, 2, 1) if name == "integrated_gradients" else (2, 2, 1))
+
+
+def test_the_sides_run_in_turns_and_the_ratio_is_taken_pair_by_pair():
+    log = []
+    durations = iter([2.0, 1.0, 4.0, 1.0, 6.0, 2.0])  # A B A B A B after the warm-up
+    now = [0.0]
+    reads = []
+
+    def clock():
+        reads.append(log[-1] if log else "")
+        if len(reads) % 2 == 0:  # the second read of a run: that run's duration has passed
+            now[0] += next(durations)
+        return now[0]
+
+    sides = in_turns(
+        [lambda: log.append("A") or "a", lambda: log.append("B") or "b"], repeats=3, warmup=1, device=CPU, clock=clock
+    )
+    assert log == ["A", "B"] * 4  # one warm-up round, untimed, then three rounds
+    a, b = sides
+    assert a.times == (2.0, 4.0, 6.0) and b.times == (1.0, 1.0, 2.0)
+    assert (a.seconds, a.low, a.high, a.result) == (4.0, 2.0, 6.0, "a") and b.seconds == 1.0
+    ratio = pair_ratio(a, b)  # pairs 2, 4, 3: the ratio of the medians (4 / 1) would mix rounds
+    assert (ratio.median, ratio.low, ratio.high) == (3.0, 2.0, 4.0)
+    assert pair_ratio(a, b, scale=0.5).median == 1.5
+    with pytest.raises(ValueError, match="repeats"):
+        in_turns([lambda: None], repeats=0, warmup=0, device=CPU)
+
+
+def test_three_sides_take_turns_and_fast_sides_are_called_several_times_per_run():
+    log = []
+    now = [0.0]
+
+    def clock():
+        return now[0]
+
+    def side(name, seconds):
+        def run():
+            log.append(name)
+            now[0] += seconds
+
+        return run
+
+    # warm-up: A takes 1/64 s, B 1/8 s, C 1/32 s; min_seconds 1/16: A runs 4 times per timed run, C twice
+    sides = in_turns(
+        [side("A", 1 / 64), side("B", 1 / 8), side("C", 1 / 32)],
+        repeats=2,
+        warmup=1,
+        device=CPU,
+        min_seconds=1 / 16,
+        clock=clock,
+    )
+    assert log == ["A", "B", "C"] + (["A"] * 4 + ["B"] + ["C"] * 2) * 2
+    assert [s.times for s in sides] == [(1 / 64, 1 / 64), (1 / 8, 1 / 8), (1 / 32, 1 / 32)]  # per call
+
+
+def test_a_ratio_below_the_floor_is_a_measurement_error():
+    assert Ratio(0.94, 0.9, 1.0).status == "measurement error"
+    assert Ratio(FLOOR, 0.9, 1.0).status == "ok" and Ratio(3.0, 2.0, 4.0).status == "ok"
+    table = pd.DataFrame(
+        {
+            "what": ["gradient", "lime"],
+            "model": ["m", "m"],
+            "ratio_to_limit": [0.5, 1.2],
+            "ratio_to_limit_min": [0.4, 1.1],
+            "ratio_to_limit_max": [0.6, 1.3],
+            "status": ["measurement error", "ok"],
+        }
+    )
+    (error,) = measurement_errors(table)
+    assert error.startswith("gradient on m: 0.5x its limit (pairs 0.4-0.6) is below 0.95")
+
+
+def test_the_printed_table_shows_medians_with_their_spread(tiny):
+    text = format_table(tiny[0].table)
+    header = text.splitlines()[0].split()
+    assert header == [
+        "what", "implementation", "model", "n_images", "pairs", "ms", "images_per_s", "model_calls",
+        "ratio_to_quantus", "ratio_to_limit", "status", "peak_memory_mb", "agrees", "max_abs_diff",
+    ]  # fmt: skip
+    gradient = next(line for line in text.splitlines() if line.startswith("gradient") and " faithbench " in line)
+    assert gradient.count("(") == 2 and gradient.count("-") >= 2  # ms and ratio: median (min-max)
+
+
+def test_the_docs_table_states_every_run_and_the_spread_across_runs(tiny, tmp_path, capsys):
+    first = tiny[0].table
+    second = first.copy()
+    flagged = (second["what"] == "gradient") & (second["implementation"] == "faithbench")
+    second.loc[flagged, ["ratio_to_limit", "ratio_to_limit_min", "ratio_to_limit_max"]] = [0.5, 0.4, 0.6]
+    second.loc[flagged, "status"] = "measurement error"
+    text = docs_table([first, second])
+    lines = text.splitlines()
+    assert lines[0].startswith("| what | model | against | faithbench ms (runs) | run 1 | run 2 | medians across runs")
+    row = next(line for line in lines if line.startswith("| gradient | resnet18 | limit: one forward + backward"))
+    assert row.endswith("| measurement error (run 2) |") and "| 0.5 (0.4-0.6) |" in row
+    assert any("| Quantus, per image |" in line for line in lines)
+    first.to_csv(tmp_path / "a.csv", index=False)
+    second.to_csv(tmp_path / "b.csv", index=False)
+    assert markdown_main([str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]) == 0
+    assert capsys.readouterr().out == text
 
 
 def test_a_disagreeing_pair_gets_no_ratio(monkeypatch):
     pytest.importorskip("quantus")
-    monkeypatch.setattr("faithbench.bench.perf.timing.agreement", lambda ours, theirs: (False, 1.0))
+    monkeypatch.setattr("faithbench.bench.perf.rows.agreement", lambda ours, theirs: (False, 1.0))
     case = PerfCase("bcos_cnn_mnist", 28, 2, 4, ())
     table = run_perf("cpu", cases=[case], sizes=TINY).table
     paired = table[table["agrees"].notna()]
@@ -142,16 +298,44 @@ def test_an_unknown_device_fails_with_one_clear_line(capsys):
     assert "repeats must be a positive integer" in capsys.readouterr().err
 
 
-def test_the_command_line_without_quantus(tmp_path, monkeypatch, capsys):
-    # --quick with its sizes shrunk, and Quantus "missing": the rest runs and a note says why.
+def _quick_without_quantus(monkeypatch):
+    """--quick with its sizes shrunk, and Quantus "missing"."""
     monkeypatch.setattr(perf, "QUICK_CASES", (PerfCase("bcos_cnn_mnist", 28, 2, 4, ("gradient",)),))
     monkeypatch.setattr(perf, "QUICK_SIZES", replace(TINY, repeats=2))
     monkeypatch.setattr(
         "faithbench.bench.perf.harness.import_quantus", lambda: (None, "quantus is not importable (test)")
     )
+
+
+def test_the_command_line_prints_the_table_without_quantus(tmp_path, monkeypatch, capsys):
+    _quick_without_quantus(monkeypatch)
     assert main(["perf", "--quick", "--device", "cpu", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "note: quantus is not importable (test)" in out and "pixel_deletion" in out
+    assert "ratio_to_limit" in out.splitlines()[0] and "status" in out.splitlines()[0]
     table = pd.read_csv(tmp_path / "perf.csv")
     assert "quantus" not in set(table["implementation"]) and np.isnan(table["ratio_to_quantus"]).all()
-    assert set(table["what"]) >= {"pixel_deletion", "forward+backward", "gradient"}
+    assert set(table["what"]) >= {"pixel_deletion", "gradient"}
+    gradient = table[table["what"] == "gradient"]
+    assert list(gradient["implementation"]) == ["faithbench", "limit"]
+    errors = bool((table["status"] == "measurement error").any())
+    assert ("measurement error: " in out) == errors and ("every ratio to a limit is at least" in out) != errors
+
+
+def test_the_command_line_says_which_ratios_are_measurement_errors(tmp_path, monkeypatch, capsys):
+    # faithbench "twice as fast as its limit" in every pair: impossible, so reported as a measurement error
+    _quick_without_quantus(monkeypatch)
+    real = rows.in_turns
+
+    def faithbench_fast(fns, **kwargs):
+        sides = real(fns, **kwargs)
+        return [replace(s, times=tuple(1.0 if k == 0 else 2.0 for _ in s.times)) for k, s in enumerate(sides)]
+
+    monkeypatch.setattr(rows, "in_turns", faithbench_fast)
+    assert main(["perf", "--quick", "--device", "cpu", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "measurement error: gradient on bcos_cnn_mnist: 0.5x its limit (pairs 0.5-0.5) is below 0.95" in out
+    table = pd.read_csv(tmp_path / "perf.csv")
+    ours = table[table["implementation"] == "faithbench"]
+    assert (ours["status"] == "measurement error").all() and (ours["ratio_to_limit"] == 0.5).all()
+    assert json.loads((tmp_path / "perf.json").read_text())["errors"][0].startswith("pixel_deletion on bcos")

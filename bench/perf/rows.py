@@ -1,0 +1,210 @@
+"""The rows of one case of ``python -m bench perf`` (what they mean: :mod:`faithbench.bench.perf.harness`): every
+faithbench call timed in turns with its limit and, where Quantus defines the quantity, with Quantus
+(:func:`faithbench.bench.perf.timing.in_turns`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from faithbench.attributions import UnsupportedMethodError, get_method
+from faithbench.bench.perf.cases import PerfCase, PerfSizes
+from faithbench.bench.perf.limits import Limit, Work, method_limit
+from faithbench.bench.perf.quantus import agreement, paired_quantities
+from faithbench.bench.perf.timing import (
+    CallCounter,
+    Probe,
+    Side,
+    build_model,
+    in_turns,
+    pair_ratio,
+    probe,
+    replay,
+)
+from faithbench.metrics import comprehensiveness_sufficiency, pixel_deletion, pixel_insertion
+
+METRIC_LIMIT = "the same model calls alone, no_grad"
+
+
+@dataclass(frozen=True)
+class Against:
+    """Quantus' side of a comparison: its function, the images it is timed on, and a check of its result."""
+
+    fn: Callable[[], Any]
+    n_images: int
+    agrees: Callable[[Any, Any], tuple[bool, float]]  # (faithbench's result, Quantus' result) -> (agrees, gap)
+
+
+class _Rows:
+    """The rows of one case, and the timing of each comparison."""
+
+    def __init__(self, case: PerfCase, sizes: PerfSizes, device: torch.device, module: nn.Module) -> None:
+        self.case, self.sizes, self.device = case, sizes, device
+        self.counter = CallCounter(module)
+        self.rows: list[dict] = []
+
+    def add(self, kind: str, what: str, impl: str, n: int, side: Side, **extra: Any) -> dict:
+        row = {
+            "kind": kind,
+            "what": what,
+            "implementation": impl,
+            "model": self.case.model,
+            "device": str(self.device),
+            "n_images": n,
+            "pairs": len(side.times),
+            "seconds": side.seconds,
+            "seconds_min": side.low,
+            "seconds_max": side.high,
+            "images_per_s": n / side.seconds if side.seconds > 0 else math.inf,
+            "model_calls": len(side.sizes),
+            "model_inputs": sum(side.sizes),
+            "peak_memory_mb": side.peak_mb,
+            **extra,
+        }
+        self.rows.append(row)
+        return row
+
+    def compare(
+        self,
+        kind: str,
+        what: str,
+        fn: Callable[[], Any],
+        n: int,
+        note: str,
+        limit: Callable[[Probe], Limit | None] | None,
+        quantus: Against | None = None,
+    ) -> dict:
+        """faithbench's ``fn`` timed in turns with its limit (built from the model calls of an untimed first run
+        of ``fn``) and with Quantus: its row, the limit's and Quantus' rows after it."""
+        first = probe(fn, self.counter)
+        bound = limit(first) if limit is not None else None
+        fns = [fn, *([bound.run] if bound else []), *([quantus.fn] if quantus else [])]
+        sizes = self.sizes
+        sides = in_turns(
+            fns,
+            repeats=sizes.repeats,
+            warmup=sizes.warmup,
+            device=self.device,
+            counter=self.counter,
+            min_seconds=sizes.min_seconds,
+        )
+        ours = sides[0]
+        row = self.add(kind, what, "faithbench", n, ours, note=note, status="")
+        if bound is not None:
+            ratio = pair_ratio(ours, sides[1])
+            row.update(
+                ratio_to_limit=ratio.median,
+                ratio_to_limit_min=ratio.low,
+                ratio_to_limit_max=ratio.high,
+                status=ratio.status,
+            )
+            self.add(kind, what, "limit", n, sides[1], note=bound.note)
+        if quantus is not None:
+            theirs = sides[-1]
+            agrees, gap = quantus.agrees(ours.result, theirs.result)
+            row.update(agrees=agrees, max_abs_diff=gap)
+            self.add(kind, what, "quantus", quantus.n_images, theirs, agrees=agrees, max_abs_diff=gap, note=note)
+            if agrees:  # a disagreeing pair gets no ratio; per image: faithbench on n, Quantus on n_images
+                ratio = pair_ratio(ours, theirs, scale=quantus.n_images / n)
+                row.update(
+                    ratio_to_quantus=ratio.median, ratio_to_quantus_min=ratio.low, ratio_to_quantus_max=ratio.high
+                )
+        return row
+
+
+def _metric_rows(out: _Rows, adapter: Any, inputs: Tensor, maps: Tensor, grids: Tensor, targets: Tensor, quantus: Any):
+    """The metrics of one case and, with ``quantus``, the quantities it shares with faithbench; returns notes."""
+    case, sizes, module = out.case, out.sizes, adapter.module
+    common: dict[str, Any] = {"baseline": 0.0, "activation": adapter.activation, "chunk_size": sizes.chunk_size}
+    curve = {"block_size": case.block_size, **({"fractions": sizes.fractions} if sizes.fractions else {})}
+    n_fractions = len(sizes.fractions) if sizes.fractions else "ALOE's 11"
+    b = inputs.shape[0]
+
+    def replayed(first: Probe) -> Limit:
+        return Limit(replay(module, first.inputs), METRIC_LIMIT)
+
+    for name, fn in (("pixel_deletion", pixel_deletion), ("pixel_insertion", pixel_insertion)):
+        note = f"{n_fractions} fractions, blocks of {case.block_size}px"
+        call = lambda fn=fn: fn(module, inputs, maps, targets, **curve, **common)  # noqa: E731
+        out.compare("metric", name, call, b, note, replayed)
+    out.compare(
+        "metric",
+        "comprehensiveness_sufficiency",
+        lambda: comprehensiveness_sufficiency(
+            module, inputs, maps, targets, fractions=sizes.erasure_fractions, **common
+        ),
+        b,
+        "eraser summary, pixel features",
+        replayed,
+    )
+    if quantus is None:
+        return []
+    paired, skipped = paired_quantities(
+        quantus,
+        module,
+        inputs,
+        maps,
+        grids,
+        targets,
+        block_size=case.block_size,
+        steps=sizes.flip_steps,
+        regions=sizes.regions,
+        n_quantus=sizes.n_quantus,
+        chunk_size=sizes.chunk_size,
+    )
+    for p in paired:
+
+        def agrees(ours: Any, theirs: Any, p: Any = p) -> tuple[bool, float]:
+            return agreement(p.check() if p.check else ours[: p.n_quantus], theirs)
+
+        against = Against(p.quantus, p.n_quantus, agrees)
+        out.compare("metric", p.what, p.faithbench, p.n_images, p.note, replayed if p.uses_model else None, against)
+    return [f"{case.model}: {n}" for n in skipped]
+
+
+def case_rows(
+    case: PerfCase, sizes: PerfSizes, device: torch.device, seed: int, quantus: ModuleType | None
+) -> tuple[list[dict], list[str]]:
+    """(rows, notes) of one model: its metrics, their Quantus counterparts and limits, its methods and theirs."""
+    adapter = build_model(case.model, device, seed)
+    s, b = case.image_size, case.batch_size
+    gen = torch.Generator().manual_seed(seed)
+    images = torch.rand(b, adapter.encoding.image_channels, s, s, generator=gen)
+    inputs = adapter.encode(images).to(device)
+    # The predicted classes: with random targets a random-weight ResNet's probabilities are ~1e-40 and any two
+    # deletion curves would agree.
+    targets = adapter.predict_logits(images, batch_size=sizes.chunk_size, device=device).argmax(dim=1).to(device)
+    maps = torch.randn(b, s, s, generator=gen).to(device)
+    grids = torch.randn(max(1, b // 4), 4, 2 * s, 2 * s, generator=gen).to(device)
+    out = _Rows(case, sizes, device, adapter.module)
+    notes: list[str] = []
+    try:
+        notes += _metric_rows(out, adapter, inputs, maps, grids, targets, quantus)
+        for name in case.methods:
+            params = sizes.method_params.get(name, {})
+            method = get_method(name, **params)
+            try:
+                method.check(adapter)
+            except UnsupportedMethodError as exc:
+                notes.append(f"skipped: {exc}")
+                continue
+
+            def limit(first: Probe, method: Any = method) -> Limit | None:
+                return method_limit(Work(adapter, method, inputs, targets, sizes.chunk_size, first.inputs))
+
+            def attribute(method: Any = method) -> Tensor:
+                return method.attribute(adapter, inputs, targets, max_batch=sizes.chunk_size)
+
+            note = ", ".join(f"{k}={v}" for k, v in params.items())
+            row = out.compare("method", name, attribute, b, note, limit)
+            if "ratio_to_limit" not in row:
+                notes.append(f"{case.model}: {name} has no limit: no ratio")
+    finally:
+        out.counter.close()
+    return out.rows, notes
