@@ -1,5 +1,6 @@
 """What ``python -m bench perf`` times: the cases (a model at a size, with its methods) and the problem sizes, by
-default for a GPU and, with ``--quick``, for a CPU."""
+default for a GPU and, with ``--quick``, for a CPU; and how many rounds every ratio's sides are timed in turns
+(:func:`faithbench.bench.perf.timing.in_turns`)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ class PerfSizes:
 
     repeats: int = 10  # rounds timed in turns (each side once per round), after the warm-up rounds
     warmup: int = 2
-    min_seconds: float = 0.02  # a timed run of a faster side calls it that many times over (timing.in_turns)
+    min_seconds: float = 0.02  # a side faster than this is called repeatedly in one timed run (timing.in_turns)
     fractions: tuple[float, ...] | None = None  # deletion and insertion; None: ALOE's 0, .01, ..., .8
     erasure_fractions: tuple[float, ...] | None = None  # None: the eraser summary's 1, 5, 10, 20, 50 %
     flip_steps: int = 16  # PixelFlipping steps (rounded up to a count that flips whole pixels)
@@ -66,8 +67,9 @@ QUICK_HELP = (
     "CI-friendly sizes for a CPU: torchvision resnet18 with random weights at 96 px and bcos_cnn_mnist at 28 px, "
     "batch 8; deletion/insertion at fractions 0, .1, .3, .6 (blocks of 16 and 4 px); comprehensiveness/sufficiency "
     "at 10 and 50 %%; 6 PixelFlipping steps and RegionPerturbation regions; Quantus on 2 images; at most 64 inputs "
-    "per model call; IG 4 steps, LIME 16 samples, Shapley 1 sample; 1 repeat (about 25 s on a 2-core CPU with "
-    "OMP_NUM_THREADS=1, which a CPU busy with other jobs needs). Default, sizes for a GPU: resnet50 at 224 px and "
-    "bcos_cnn_mnist at 28 px, batch 64, ALOE's fractions, 16 steps and regions, Quantus on 16 images, 256 inputs "
-    "per call, 3 repeats"
+    "per model call; IG 4 steps, LIME 16 samples, Shapley 1 sample; every ratio's sides timed in turns, 7 rounds "
+    "after 1 warm-up, runs under 50 ms repeated to 50 ms (about 90 s on a 2-core CPU with OMP_NUM_THREADS=1, "
+    "which a CPU busy with other jobs needs). Default, sizes for a GPU: resnet50 at 224 px and bcos_cnn_mnist at "
+    "28 px, batch 64, ALOE's fractions, 16 steps and regions, Quantus on 16 images, 256 inputs per call, 10 rounds "
+    "after 2 warm-up"
 )
