@@ -28,6 +28,7 @@ from faithbench.bench.perf.timing import (
     replay,
 )
 from faithbench.metrics import comprehensiveness_sufficiency, pixel_deletion, pixel_insertion
+from faithbench.models.adapter import ModelAdapter
 
 METRIC_LIMIT = "the same model calls alone, no_grad"
 
@@ -118,7 +119,9 @@ class _Rows:
         return row
 
 
-def _metric_rows(out: _Rows, adapter: Any, inputs: Tensor, maps: Tensor, grids: Tensor, targets: Tensor, quantus: Any):
+def _metric_rows(
+    out: _Rows, adapter: ModelAdapter, inputs: Tensor, maps: Tensor, grids: Tensor, targets: Tensor, quantus: Any
+) -> list[str]:
     """The metrics of one case and, with ``quantus``, the quantities it shares with faithbench; returns notes."""
     case, sizes, module = out.case, out.sizes, adapter.module
     common: dict[str, Any] = {"baseline": 0.0, "activation": adapter.activation, "chunk_size": sizes.chunk_size}
