@@ -16,7 +16,8 @@ from typing import Any
 from faithbench.attributions import METHODS
 from faithbench.bench.cli.catalog import CATALOG_FILE, REGENERATE, Table
 from faithbench.bench.run.data import DATASETS
-from faithbench.bench.run.suite import LISTS, SCALARS, SUITES, Suite, suite_description
+from faithbench.bench.run.suite import LISTS, SCALARS, Suite
+from faithbench.bench.run.suite_files import SUITES, suite_description
 from faithbench.config import defaults
 from faithbench.io import atomic_write_text
 from faithbench.metrics.registry import METRICS

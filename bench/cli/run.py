@@ -21,6 +21,7 @@ from faithbench.bench.run.results import read_results
 from faithbench.bench.run.runner import Terminated, run
 from faithbench.bench.run.status import plan_table
 from faithbench.bench.run.suite import Suite, load_suite, with_overrides
+from faithbench.bench.run.suite_files import tier_folder
 from faithbench.errors import UserError
 
 
@@ -95,7 +96,7 @@ def finish(args: argparse.Namespace, suite: Suite, out: Path, results: pd.DataFr
     else:
         text, tables, plots = report(out / "results.csv", progress=None if args.no_progress else say)
         written = f"report:   {out / 'report'} ({len(tables)} tables and {len(plots)} figures; the page: index.html)\n"
-        for tier in suite.tiers:  # each tier's own report (the main one's card already reads them)
+        for tier in map(tier_folder, suite.tiers):  # each tier's own report (the main one's card reads them too)
             if (out / tier / "results.csv").exists():
                 report(out / tier / "results.csv", progress=None if args.no_progress else say)
                 written += f"tier {tier}: {out / tier / 'report'} (its page: index.html)\n"

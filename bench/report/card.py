@@ -204,7 +204,7 @@ def run_card(run_dir: Path, results: pd.DataFrame, stats_: LeaderboardStats, tie
     if TRUTH_METRIC in set(results["metric"]):  # the tier's own report
         truth_results, truth_samples = first_runs(results), samples
     for tier in tiers if truth_results is None else ():
-        csv = run_dir / tier / "results.csv"
+        csv = run_dir / Path(tier).stem / "results.csv"  # the run's tier folder (bench.run.suite.tier_folder)
         if csv.exists():
             found = read_results(csv)
             if TRUTH_METRIC in set(found["metric"]):

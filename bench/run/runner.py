@@ -35,6 +35,7 @@ from faithbench.bench.run.pairing import save_shared, share_items, shared_digest
 from faithbench.bench.run.plan import Plan, plan, resume_count, run_id
 from faithbench.bench.run.provenance import provenance
 from faithbench.bench.run.suite import Suite, load_suite, with_overrides
+from faithbench.bench.run.suite_files import tier_folder
 from faithbench.bench.run.work import Work
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
@@ -147,7 +148,7 @@ def run(
         lock.release(remove_if_empty=True)
     for tier in suite.tiers:  # e.g. the ground-truth tier: its own suite and folder, this run's seed
         tier_suite = with_overrides(load_suite(tier), seed=suite.seed)
-        run(tier_suite, out / tier, device, progress, worker, handle_sigterm)
+        run(tier_suite, out / tier_folder(tier), device, progress, worker, handle_sigterm)
     return results
 
 

@@ -14,19 +14,18 @@ import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 from faithbench.attributions import CONTROLS, METHODS, get_method
 from faithbench.bench.run.data import DATASETS, text_tokenizer
+from faithbench.bench.run.suite_files import suite_path, tiers
 from faithbench.config import from_table, to_dict
 from faithbench.errors import ParameterError, UserError
 from faithbench.metrics.baselines import TEXT_BASELINES
 from faithbench.metrics.registry import METRICS
 from faithbench.models import MODELS
 from faithbench.models.user import SOURCE as USER_SOURCE
-from faithbench.registry import Registry
 
 SCALARS = {  # key: (type, smallest value or None)
     "name": (str, None),
@@ -41,10 +40,6 @@ SCALARS = {  # key: (type, smallest value or None)
     "pieces": (int, 1),
 }
 LISTS = ("models", "methods", "metrics", "plugins", "controls", "rerun_seeds", "tiers")
-
-SUITES: Registry[Path] = Registry("suite")
-for _path in sorted(Path(str(files("faithbench.bench").joinpath("suites"))).glob("*.toml")):
-    SUITES.register(_path.stem, _path)
 
 
 @dataclass(frozen=True)
@@ -158,7 +153,7 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
         isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in rerun_seeds
     ):
         raise UserError(f"{where} rerun_seeds must be a list of integers >= 0, got {rerun_seeds!r}")
-    tiers = _tiers(data.get("tiers", []), data.get("name"), where)
+    tier_names = tiers(data.get("tiers", []), data.get("name"), where, folder)
     values = {k: _scalar(data, k, where) for k in SCALARS if k in data}
     models = MODELS.check(data["models"], f"{where} models")
     methods = METHODS.check(data["methods"], f"{where} methods")
@@ -238,7 +233,7 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
         plugins=plugins,
         controls=controls,
         rerun_seeds=tuple(dict.fromkeys(rerun_seeds)),
-        tiers=tiers,
+        tiers=tier_names,
         modality=dataset.modality,
         metric_tables={m: METRICS.get(m).table for m in metrics},
         **values,
@@ -260,40 +255,9 @@ def _controls(value: object, where: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
-def _tiers(value: object, name: object, where: str) -> tuple[str, ...]:
-    """Suites (by registered name) run after this one into sub-folders; a tier has no tiers of its own."""
-    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-        raise UserError(f"{where} tiers must be a list of suite names, got {value!r}")
-    for tier in value:
-        if tier not in SUITES:
-            raise SUITES.unknown(tier)
-        if tier == name:
-            raise UserError(f"{where} suite {name!r} cannot be its own tier")
-        nested = tomllib.loads(SUITES.get(tier).read_text()).get("tiers")
-        if nested:
-            raise UserError(f"{where} tier {tier!r} has tiers of its own ({', '.join(nested)}); a tier must have none")
-    return tuple(dict.fromkeys(value))
-
-
-def available_suites() -> list[str]:
-    return SUITES.names()
-
-
-def suite_description(name: str) -> str:
-    """A shipped suite's description, read without validating it (``list`` shows suites that need data)."""
-    return str(tomllib.loads(SUITES.get(name).read_text()).get("description", ""))
-
-
 def load_suite(name_or_path: str) -> Suite:
     """A suite by name (``bench/suites/NAME.toml``) or from a TOML file path."""
-    path = Path(name_or_path)
-    if path.suffix == ".toml" or path.exists():
-        if not path.is_file():
-            raise UserError(f"suite file {path} does not exist")
-    elif name_or_path in SUITES:
-        path = SUITES.get(name_or_path)
-    else:
-        raise SUITES.unknown(name_or_path, "or a path to a .toml file")
+    path = suite_path(name_or_path)
     try:
         data = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

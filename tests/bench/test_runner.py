@@ -17,7 +17,8 @@ from faithbench.bench.report.compare import compare, paired_bootstrap
 from faithbench.bench.run import runner, work
 from faithbench.bench.run.plan import jobs
 from faithbench.bench.run.results import RESULT_COLUMNS, summarise
-from faithbench.bench.run.suite import available_suites, load_suite, with_overrides
+from faithbench.bench.run.suite import load_suite, with_overrides
+from faithbench.bench.run.suite_files import available_suites
 
 TINY = """
 name = "tiny"

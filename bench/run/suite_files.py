@@ -1,0 +1,58 @@
+"""Where suites come from: the shipped suite files (``bench/suites/*.toml``, by name), files by path, and a suite's
+tiers (suites run after it into sub-folders of its run)."""
+
+from __future__ import annotations
+
+import tomllib
+from importlib.resources import files
+from pathlib import Path
+
+from faithbench.errors import UserError
+from faithbench.registry import Registry
+
+SUITES: Registry[Path] = Registry("suite")
+for _path in sorted(Path(str(files("faithbench.bench").joinpath("suites"))).glob("*.toml")):
+    SUITES.register(_path.stem, _path)
+
+
+def available_suites() -> list[str]:
+    return SUITES.names()
+
+
+def suite_description(name: str) -> str:
+    """A shipped suite's description, read without validating it (``list`` shows suites that need data)."""
+    return str(tomllib.loads(SUITES.get(name).read_text()).get("description", ""))
+
+
+def suite_path(name_or_path: str, what: str = "suite file") -> Path:
+    """The file of a suite named ``name_or_path`` (``bench/suites/NAME.toml``) or at that path."""
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists():
+        if not path.is_file():
+            raise UserError(f"{what} {path} does not exist")
+        return path
+    if name_or_path in SUITES:
+        return SUITES.get(name_or_path)
+    raise SUITES.unknown(name_or_path, "or a path to a .toml file")
+
+
+def tiers(value: object, name: object, where: str, folder: Path | None) -> tuple[str, ...]:
+    """Suites run after this one into sub-folders (:func:`tier_folder`): registered names, or paths to .toml files
+    (relative to the suite file's folder); a tier has no tiers of its own."""
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise UserError(f"{where} tiers must be a list of suite names, got {value!r}")
+    out = []
+    for tier in value:
+        relative = tier.endswith(".toml") and folder is not None and not Path(tier).is_absolute()
+        path = suite_path(str(folder / tier) if relative else tier, f"{where} tier suite file")
+        tier = str(path.resolve()) if tier.endswith(".toml") else tier
+        nested = tomllib.loads(path.read_text()).get("tiers")
+        if tier == name or nested:
+            raise UserError(f"{where} tier {tier!r} has tiers of its own ({', '.join(nested or [tier])}); none allowed")
+        out.append(tier)
+    return tuple(dict.fromkeys(out))
+
+
+def tier_folder(tier: str) -> str:
+    """The sub-folder of the run that holds a tier's run: the suite's name, or its file's stem."""
+    return Path(tier).stem
