@@ -195,6 +195,7 @@ class DeletionConfig(BaselineConfig):
     block_size: int = 16
     fractions: tuple[float, ...] = ALOE_FRACTIONS
 
+    protocols: ClassVar[dict[str, tuple]] = {"baseline": ("mean", "blur", "value")}  # rescore --sweep
     cli: ClassVar[dict[str, str]] = {}
 
     def __post_init__(self) -> None:

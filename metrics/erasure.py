@@ -230,6 +230,7 @@ class ErasureConfig(BaselineConfig):
     target: str = "predicted"  # the explained class: the model's prediction (ERASER, B-cos LM) or the label
     probability: str = "softmax"  # p(.): softmax for every model (B-cos LM code) or ``model`` (its own activation)
 
+    protocols: ClassVar[dict[str, tuple]] = {"summary": ("eraser", "bcos-lm")}  # rescore --sweep
     cli: ClassVar[dict[str, str]] = {}
 
     def __post_init__(self) -> None:

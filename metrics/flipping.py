@@ -183,6 +183,10 @@ class FlippingConfig:
     seed: int = 0  # keys the noise of fill = "noise" and "road"
     readout: str = "probability"  # probability (the model's activation) | logit
 
+    protocols: ClassVar[dict[str, tuple]] = {
+        "fill": ("mean", "blur", "noise", "road"),
+        "readout": ("probability", "logit"),
+    }
     cli: ClassVar[dict[str, str]] = {}
 
     def __post_init__(self) -> None:

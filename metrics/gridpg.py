@@ -168,6 +168,7 @@ class GridPGConfig:
     smooth: int = 0
     zero_mass: str = "preset"
 
+    protocols: ClassVar[dict[str, tuple]] = {"smooth": (0, 1), "zero_mass": ("preset", "zero", "drop-grid")}
     cli: ClassVar[dict[str, str]] = {
         "preset": "GridPG protocol preset (bcos-v2, bcosification, aloe)",
         "n_grids": "GridPG grids per model",

@@ -142,6 +142,7 @@ class RoadConfig:
     tol: float = ROAD_TOL  # solver tolerance: |pixel - weighted mean of its neighbours|, image units
     max_iter: int = ROAD_MAX_ITER  # solver iterations at most
 
+    protocols: ClassVar[dict[str, tuple]] = {"readout": ("accuracy", "probability")}  # rescore --sweep
     cli: ClassVar[dict[str, str]] = {}
 
     def __post_init__(self) -> None:

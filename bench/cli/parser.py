@@ -178,7 +178,21 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     p_res.add_argument(
         "--set", action="append", metavar="TABLE.KEY=VALUE", help="a metric setting, e.g. deletion.baseline=blur"
     )
-    p_res.add_argument("--out", metavar="DIR", help="output folder (default: RUN_DIR/rescored/SETTINGS)")
+    p_res.add_argument(
+        "--sweep",
+        action="store_true",
+        help="re-score under every scoring-only alternative the run's metric tables declare, one setting at a "
+        "time, into RUN_DIR/rescored/TABLE.KEY=VALUE; rankings compared in RUN_DIR/rescored/protocols.csv",
+    )
+    p_res.add_argument(
+        "--sweep-key",
+        action="append",
+        metavar="TABLE.KEY",
+        help="with --sweep (implies it): sweep only this setting (repeatable), e.g. deletion.baseline",
+    )
+    p_res.add_argument(
+        "--out", metavar="DIR", help="output folder (default: RUN_DIR/rescored/SETTINGS; not with --sweep)"
+    )
     p_res.add_argument("--device", default="auto", metavar="DEVICE", help="auto, cpu, cuda, cuda:N")
     p_res.add_argument("--no-progress", action="store_true", help="no progress bar")
 

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from faithbench.bench.report.order import method_colour, method_order
+from faithbench.bench.report.protocols import protocol_marks
 from faithbench.bench.report.statistics import (
     metric_agreement,
     paired_tests,
@@ -37,6 +38,7 @@ class LeaderboardStats:
     alpha: float
     n_boot: int
     marks: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # footnote lines of extra marks (rankings across protocols)
 
     def suffix(self, model: str, method: str, metric: str) -> str:
         return self.marks.get((model, method, metric), "")
@@ -60,7 +62,7 @@ class LeaderboardStats:
             lines.append(
                 f"Methods whose undefined samples differ are compared with {BEST} on their common samples: {tables}."
             )
-        return lines
+        return lines + self.notes
 
 
 def read_samples(run_dir: Path) -> pd.DataFrame | None:
@@ -101,6 +103,10 @@ def leaderboard_stats(
             stats.marks[(r.model, r.method, r.metric)] = (BEST if r.best else TIED) + (
                 f" P1 {p1:.2f}" if np.isfinite(p1) else ""
             )
+    extra, stats.notes = protocol_marks(run_dir, table, alpha)  # `bench rescore --sweep`: best under every protocol
+    for key, mark in extra.items():  # after the key's ★ / ≈, before its P1
+        head, _, p1 = stats.marks.get(key, "").partition(" P1 ")
+        stats.marks[key] = f"{head} {mark}".strip() + (f" P1 {p1}" if p1 else "")
     return stats
 
 

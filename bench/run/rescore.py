@@ -53,7 +53,7 @@ def parse_settings(pairs: list[str]) -> dict[str, dict[str, Any]]:
     return tables
 
 
-def _folder_name(settings: dict[str, dict[str, Any]]) -> str:
+def folder_name(settings: dict[str, dict[str, Any]]) -> str:
     parts = [f"{t}.{k}={v}" for t, kv in sorted(settings.items()) for k, v in sorted(kv.items())]
     return re.sub(r"[^A-Za-z0-9_.=,-]", "_", ",".join(parts)) or "same-settings"
 
@@ -101,7 +101,7 @@ def _rescore(
     base = build_suite(record["suite"], str(run_dir / "run.json"))
     suite = with_overrides(base, tables=settings)
     dev = resolve_device(device)
-    out = out or run_dir / "rescored" / _folder_name(settings)
+    out = out or run_dir / "rescored" / folder_name(settings)
     units = store.run_units(record)  # exactly the run's units: a unit file of another run is never read
     if not units:
         raise UserError(f"{run_dir} has no finished units to re-score")
