@@ -195,7 +195,7 @@ class DeletionConfig(BaselineConfig):
     block_size: int = 16
     fractions: tuple[float, ...] = ALOE_FRACTIONS
 
-    protocols: ClassVar[dict[str, tuple]] = {"baseline": ("mean", "blur", "value")}  # rescore --sweep
+    protocols: ClassVar[dict[str, tuple]] = {"baseline": ("mean", "blur", "value", "model-input-zero")}
     cli: ClassVar[dict[str, str]] = {}
 
     def __post_init__(self) -> None:

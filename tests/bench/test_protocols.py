@@ -43,7 +43,7 @@ batch_size = 10
 block_size = 7
 """
 KEYS = ["--sweep-key", "deletion.baseline", "--sweep-key", "erasure.summary"]
-SWEPT = {"deletion.baseline=blur", "deletion.baseline=value", "erasure.summary=bcos-lm"}
+SWEPT = {f"deletion.baseline={b}" for b in ("blur", "value", "model-input-zero")} | {"erasure.summary=bcos-lm"}
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def test_the_sweep_writes_one_folder_per_protocol_and_the_table(swept):
     assert by_protocol["erasure.summary=bcos-lm"] == {"comprehensiveness"}
     assert (table["n_methods"] == 3).all()  # the methods, not the controls
     assert set(summary["metric"]) == {"pixel_deletion", "comprehensiveness"}
-    assert summary.set_index("metric").loc["pixel_deletion", "n_protocols"] == 3  # the run's and two others
+    assert summary.set_index("metric").loc["pixel_deletion", "n_protocols"] == 4  # the run's and three others
     assert "rankings across protocols" in text and "best_under_every_protocol" in text
     blur = read_results(run / "rescored" / "deletion.baseline=blur" / "results.csv").set_index(["method", "metric"])
     base = read_results(run / "results.csv").set_index(["method", "metric"])
@@ -167,7 +167,7 @@ def test_the_leaderboard_marks_the_methods_best_under_every_protocol(swept, tmp_
     text = paths["text"].read_text()
     assert f"★ {EVERY}" in text or f"≈ {EVERY}" in text
     assert f"{EVERY} best or not significantly worse (the same test) under every protocol" in text
-    assert "3 scoring-only alternatives" in " ".join(text.split())
+    assert "4 scoring-only alternatives" in " ".join(text.split())
 
 
 def test_a_sweep_that_no_longer_matches_the_run_marks_nothing(swept, tmp_path):
