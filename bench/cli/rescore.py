@@ -11,6 +11,7 @@ import pandas as pd
 
 from faithbench.bench.cli.run import no_progress_bars, say
 from faithbench.bench.report.build import report, to_text
+from faithbench.bench.report.formats import WIDTH
 from faithbench.bench.report.protocols import EVERY, PROTOCOLS_CSV, SUMMARY_CSV, write_protocols
 from faithbench.bench.run.protocols import Protocol, sweep
 from faithbench.bench.run.rescore import parse_settings, rescore
@@ -56,9 +57,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     shown = table.assign(tau=table["tau"].map(lambda t: "n/a" if pd.isna(t) else f"{t:.2f}"))
     columns = ["model", "metric", "protocol", "n_methods", "tau", "n_flipped_pairs", "best", "tied_best"]
     sys.stdout.write(f"rankings across protocols (Kendall tau-b with the run's ranking, flipped method pairs, best and "
-                     f"tied-best methods):\n{to_text(shown[columns])}\n\n")  # fmt: skip
-    shown = summary.assign(min_tau=summary["min_tau"].map(lambda t: "n/a" if pd.isna(t) else f"{t:.2f}"))
-    sys.stdout.write(f"per model x metric, over every protocol:\n{to_text(shown)}\n\n")
+                     f"tied-best methods):\n{to_text(shown[columns], width=WIDTH, keys=3)}\n\n")  # fmt: skip
+    every = summary["best_under_every_protocol"]
+    shown = summary.assign(
+        min_tau=summary["min_tau"].map(lambda t: "n/a" if pd.isna(t) else f"{t:.2f}"),
+        best_under_every_protocol=every.where(every != "", "none"),
+    )
+    sys.stdout.write(f"per model x metric, over every protocol:\n{to_text(shown, width=WIDTH, keys=2)}\n\n")
     for protocol, notes in done:
         for note in notes:
             sys.stdout.write(f"left out under {protocol.name}: {note}\n")
