@@ -240,6 +240,9 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
         "--repeats",
         type=int,
         metavar="N",
-        help="timed runs per row after one warm-up, median reported (default 3; --quick 1)",
+        help=(
+            "rounds in which every ratio's sides are timed in turns, after the warm-up; medians with min-max "
+            "reported (default 10; --quick 7)"
+        ),
     )
     return parser

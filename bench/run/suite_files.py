@@ -27,7 +27,7 @@ def suite_description(name: str) -> str:
 def suite_path(name_or_path: str, what: str = "suite file") -> Path:
     """The file of a suite named ``name_or_path`` (``bench/suites/NAME.toml``) or at that path."""
     path = Path(name_or_path)
-    if path.suffix == ".toml" or path.exists():
+    if path.suffix == ".toml" or path.is_file():  # a folder named like a suite (its run) is not a suite file
         if not path.is_file():
             raise UserError(f"{what} {path} does not exist")
         return path
