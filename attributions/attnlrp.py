@@ -41,7 +41,7 @@ import torch
 from bcos.common import explanation_mode
 from torch import Tensor, nn
 
-from faithbench.attributions.base import AttributionMethod, Capabilities
+from faithbench.attributions.base import AttributionMethod, Capabilities, one_pass
 from faithbench.attributions.rollout import attention_modules
 from faithbench.models.adapter import ModelAdapter
 
@@ -116,6 +116,7 @@ class AttnLrp(AttributionMethod):
     # middle values. 0 / 0 is LRP-0 with lxt's rules (on bias-free B-cos ViTs: W(x)x).
     defaults: ClassVar[dict] = {"conv_gamma": 0.25, "linear_gamma": 0.05}
     completeness = "logit"
+    model_inputs_per_explanation = one_pass
 
     def _check(self, model: ModelAdapter) -> None:
         if not attention_modules(model.module):

@@ -63,6 +63,7 @@ class AttributionMethod:
     # What the maps claim to sum to (the ``completeness_gap`` metric checks it): "logit" = the
     # explained logit minus the model's constant logit bias; "" = no completeness claim.
     completeness: ClassVar[str] = ""
+    completeness_inputs: ClassVar[int] = 1  # model inputs per sample of completeness_target (IG: x and its baseline)
     # Model inputs per explained input in one model call (DeepLift runs inputs and baselines together).
     inputs_per_call: ClassVar[int] = 1
 
@@ -161,6 +162,25 @@ class AttributionMethod:
         """The maps (B, ...) of rows ``distinct[inverse]`` for ``targets``, one forward pass of ``distinct``."""
         raise NotImplementedError
 
+    # The cost estimate of a run (``bench run --dry-run``: :mod:`faithbench.bench.run.estimate`), declared per method.
+    def model_inputs_per_explanation(self, model: ModelAdapter) -> int | None:
+        """Model inputs (images through the model; a backward pass counts with its forward) that one explained
+        (input, target) costs on ``model``, which may be a stand-in described by the model registry (no weights).
+        None: undeclared (the estimate then counts ``inputs_per_call`` and says so)."""
+        return None
+
+    def shares_equal_inputs(self, model: ModelAdapter) -> bool:
+        """Whether equal inputs explained for different targets in one call cost one explanation (GridPG's cells)."""
+        return self.shares_forward(model)
+
+    def inputs_per_model_call(self, max_batch: int) -> int:
+        """At most this many model inputs per model call, under the caller's ``max_batch``."""
+        return max_batch
+
+    def cost_note(self, model: ModelAdapter) -> str:
+        """Why :meth:`model_inputs_per_explanation` is an estimate on ``model`` ("" where it is exact)."""
+        return ""
+
     def completeness_target(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         """(B,) what this method's maps of (inputs, targets) claim to sum to (see ``completeness``)."""
         if not self.completeness:
@@ -178,6 +198,17 @@ class AttributionMethod:
         """(B,) that part (reported on its own by the ``positional_share`` metric), or None where
         :meth:`has_positional_term` is False."""
         return None
+
+
+def one_pass(self: AttributionMethod, model: ModelAdapter) -> int:
+    """``model_inputs_per_explanation`` of a method that passes its input through the model once, forward and backward:
+    ``inputs_per_call`` model inputs (DeepLift's baseline runs beside its input)."""
+    return self.inputs_per_call
+
+
+def no_model_input(self: AttributionMethod, model: ModelAdapter) -> int:
+    """``model_inputs_per_explanation`` of a method that never asks the model (the controls)."""
+    return 0
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from bcos.models.vit import Attention
 from torch import Tensor, nn
 
-from faithbench.attributions.base import AttributionMethod, Capabilities
+from faithbench.attributions.base import AttributionMethod, Capabilities, one_pass
 from faithbench.attributions.rollout import attention_modules, token_map
 from faithbench.models.adapter import ModelAdapter
 
@@ -48,6 +48,7 @@ class CheferCam(AttributionMethod):
     name = "chefer_cam"
     description = "CheferCAM (Chefer et al. 2021): R += mean_heads[(dA * A)^+] R over blocks, [CLS] row; class-specific"
     capabilities = Capabilities(cnn=False)
+    model_inputs_per_explanation = one_pass
 
     def _check(self, model: ModelAdapter) -> None:
         modules = attention_modules(model.module)

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from faithbench.attributions.base import AttributionMethod, Capabilities, UnsupportedMethodError
+from faithbench.attributions.base import AttributionMethod, Capabilities, UnsupportedMethodError, no_model_input
 from faithbench.models.adapter import ModelAdapter
 
 CONTROLS = ("random", "uniform", "centre", "edges", "oracle")
@@ -37,6 +37,7 @@ def _positions(model: ModelAdapter, inputs: Tensor) -> tuple[Tensor, Tensor]:
 
 class _Control(AttributionMethod):
     capabilities: ClassVar[Capabilities] = _CAPS
+    model_inputs_per_explanation = no_model_input
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         if model.modality == "text":
@@ -126,6 +127,7 @@ class OracleControl(AttributionMethod):
     name = "oracle"
     description = "control: the ground truth of metrics that have one (GridPG cell, SeqPG segment)"
     capabilities = Capabilities(text=True, class_specific=True, ground_truth=True, model_free=True)
+    model_inputs_per_explanation = no_model_input
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         raise UnsupportedMethodError(

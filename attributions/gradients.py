@@ -9,7 +9,7 @@ import torch
 from captum.attr._utils.approximation_methods import approximation_parameters
 from torch import Tensor
 
-from faithbench.attributions.base import AttributionMethod, Capabilities, module_by_name
+from faithbench.attributions.base import AttributionMethod, Capabilities, module_by_name, one_pass
 from faithbench.attributions.coverage import DEEPLIFT_MODULES, GUIDED_BACKPROP_MODULES, internal_softmax, uncovered
 from faithbench.attributions.shared_forward import grads_per_row
 from faithbench.models.adapter import ModelAdapter
@@ -34,6 +34,7 @@ class Gradient(AttributionMethod):
     description = "Captum Saliency: d logit_t / dx (signed, abs=False as in the B-cos code)"
     capabilities = Capabilities(text=True)
     defaults: ClassVar[dict] = {"abs": False}
+    model_inputs_per_explanation = one_pass
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         return ca.Saliency(model.module).attribute(_leaf(inputs), target=targets, abs=self.params["abs"])
@@ -52,6 +53,7 @@ class InputXGradient(AttributionMethod):
     name = "input_x_gradient"
     description = "Captum InputXGradient: x * d logit_t / dx (dynamic weights NOT detached)"
     capabilities = Capabilities(text=True)
+    model_inputs_per_explanation = one_pass
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         return ca.InputXGradient(model.module).attribute(_leaf(inputs), target=targets)
@@ -80,6 +82,13 @@ class IntegratedGradients(AttributionMethod):
     }
 
     completeness = "logit(x) - logit(baseline)"
+    completeness_inputs = 2
+
+    def model_inputs_per_explanation(self, model: ModelAdapter) -> int:
+        return self.params["n_steps"]  # one forward and backward pass per step
+
+    def inputs_per_model_call(self, max_batch: int) -> int:
+        return min(self.params["internal_batch_size"], max_batch)
 
     def completeness_target(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         """IG's completeness axiom: the maps sum to f_t(x) - f_t(baseline)."""
@@ -138,6 +147,7 @@ class GuidedBackprop(AttributionMethod):
         "Captum GuidedBackprop: nn.ReLU modules pass only positive gradients, other nonlinearities their "
         "plain gradient; refuses models without nn.ReLU modules"
     )
+    model_inputs_per_explanation = one_pass
 
     def _check(self, model: ModelAdapter) -> None:
         why = uncovered(model.module, GUIDED_BACKPROP_MODULES, False, "guided backprop rewrites gradients", _PLAIN)
@@ -163,6 +173,7 @@ class DeepLift(AttributionMethod):
     )
     defaults: ClassVar[dict] = {"baseline": 0.0}
     inputs_per_call = 2  # Captum's DeepLift runs the inputs and their baselines in one forward pass
+    model_inputs_per_explanation = one_pass
 
     def _check(self, model: ModelAdapter) -> None:
         zero = self.params["baseline"] == 0
@@ -183,6 +194,7 @@ class GradCam(AttributionMethod):
     capabilities = Capabilities(vit=False, needs_layer=True, coarse=True)
     defaults: ClassVar[dict] = {"relu": True, "upsample": "nearest"}
     choices: ClassVar[dict] = {"upsample": ("nearest", "bilinear", "bicubic", "area")}
+    model_inputs_per_explanation = one_pass
 
     def _check(self, model: ModelAdapter) -> None:
         module_by_name(model.module, model.conv_layer)

@@ -35,7 +35,7 @@ from zennit.rules import Epsilon, Pass
 from zennit.torchvision import ResNetCanonizer
 from zennit.types import Convolution
 
-from faithbench.attributions.base import AttributionMethod, Capabilities
+from faithbench.attributions.base import AttributionMethod, Capabilities, one_pass
 from faithbench.attributions.shared_forward import grads_per_row
 from faithbench.models.adapter import ModelAdapter
 from faithbench.models.bcosify import InputNormalization
@@ -124,6 +124,7 @@ class LRP(AttributionMethod):
     defaults: ClassVar[dict] = {"composite": "epsilon_plus_flat", "epsilon": 1e-6}
     completeness = "logit"  # relevance conservation from the initial relevance logit - logit_bias
     choices: ClassVar[dict] = {"composite": tuple(COMPOSITES)}
+    model_inputs_per_explanation = one_pass
 
     def _check(self, model: ModelAdapter) -> None:
         leaves = {

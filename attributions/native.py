@@ -20,7 +20,7 @@ import torch
 from bcos.common import explanation_mode
 from torch import Tensor, nn
 
-from faithbench.attributions.base import AttributionMethod, Capabilities
+from faithbench.attributions.base import AttributionMethod, Capabilities, one_pass
 from faithbench.attributions.shared_forward import grads_per_row
 from faithbench.models.adapter import ModelAdapter, input_x_gradient, positional_contribution, positional_embeddings
 from faithbench.models.bcosify import InputNormalization
@@ -40,6 +40,7 @@ class NativeExplanation(AttributionMethod):
     defaults: ClassVar[dict] = {"wrt": "input"}
     choices: ClassVar[dict] = {"wrt": ("input", "normalised-input")}
     completeness = "logit"
+    model_inputs_per_explanation = one_pass
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         parts = split_input_normalization(model.module) if self.params["wrt"] == "normalised-input" else None

@@ -88,6 +88,29 @@ class _SegmentMethod(AttributionMethod):
                 f"method {self.name!r} parameter segmentation_params must be a table, got {seg_params!r}"
             )
 
+    def shares_equal_inputs(self, model: ModelAdapter) -> bool:
+        return True  # perturbations are deduplicated by input content and kept segments (sampling._evaluate)
+
+    def segment_count(self, model: ModelAdapter) -> tuple[int, str]:
+        """(segments of one input of ``model``, why that is an estimate or "" where it is exact), for the cost."""
+        if model.modality == "text":  # every token one segment, [CLS] / [SEP] / padding one more
+            return model.input_size[-1] - 1, "text: counted at the longest input (every token a segment)"
+        h, w = model.input_size[-2:]
+        params, method = self.params["segmentation_params"] or {}, self.params["segmentation"]
+        if method == "patches":
+            grid = int(params.get("grid", 7))
+            return min(grid, h) * min(grid, w), ""
+        if method == "slic":  # its initial cluster centres; connectivity merges some
+            from skimage.util import regular_grid
+
+            n = np.zeros((1, h, w))[regular_grid((1, h, w), int(params.get("n_segments", 50)))].size
+            return n, f"slic: {n} segments (its grid of centres; the image decides)"
+        n = max(1, h * w // (4 * int(params.get("kernel_size", 4))) ** 2)
+        return n, f"quickshift: about {n} segments (a rough guess: the image decides)"
+
+    def cost_note(self, model: ModelAdapter) -> str:
+        return self.segment_count(model)[1]
+
     def _segments(self, model: ModelAdapter, inputs: Tensor) -> Tensor:
         if model.modality == "text":
             return token_segments(inputs)
@@ -154,6 +177,12 @@ class Lime(_SegmentMethod):
             return top_k_mask(weights, p["top_k"])
         return weights
 
+    def model_inputs_per_explanation(self, model: ModelAdapter) -> int:
+        """The distinct ones among the ``n_samples`` draws of segments to keep (Captum's draws for K segments)."""
+        k, gen = self.segment_count(model)[0], torch.Generator().manual_seed(self.params["seed"])
+        draws = torch.bernoulli(torch.full((self.params["n_samples"], k), 0.5), generator=gen)
+        return len(torch.unique(draws, dim=0))
+
 
 class ShapleySampling(_SegmentMethod):
     name = "shapley_sampling"
@@ -178,3 +207,13 @@ class ShapleySampling(_SegmentMethod):
             seed=p["seed"],
             max_batch=self.max_batch,
         )
+
+    def model_inputs_per_explanation(self, model: ModelAdapter) -> int:
+        """The all-baseline input and every distinct set of the first s = 1..K segments of the ``n_samples``
+        permutations (Captum's draws for K segments): K n_samples + 1 less the sets that repeat (all K, at least)."""
+        k, gen = self.segment_count(model)[0], torch.Generator().manual_seed(self.params["seed"])
+        sets = set()
+        for _ in range(self.params["n_samples"]):
+            order = torch.randperm(k, generator=gen).tolist()
+            sets |= {frozenset(order[: s + 1]) for s in range(k)}
+        return 1 + len(sets)

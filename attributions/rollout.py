@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from bcos.models.vit import Attention
 from torch import Tensor, nn
 
-from faithbench.attributions.base import AttributionMethod, Capabilities
+from faithbench.attributions.base import AttributionMethod, Capabilities, one_pass
 from faithbench.models.adapter import ModelAdapter
 from faithbench.models.nets.text import SelfAttention
 
@@ -76,6 +76,7 @@ class AttentionRollout(AttributionMethod):
     name = "attention_rollout"
     description = "attention rollout: product of (A + I)/2 over blocks, head-averaged; the same map for every class"
     capabilities = Capabilities(cnn=False, text=True, class_specific=False)
+    model_inputs_per_explanation = one_pass
 
     def _check(self, model: ModelAdapter) -> None:
         if not attention_modules(model.module):
@@ -106,6 +107,7 @@ class LastLayerAttention(AttributionMethod):
     description = "last block's attention from [CLS] (ViTs: token_map), head-averaged; the same map for every class"
     capabilities = Capabilities(cnn=False, text=True, class_specific=False)
     _check = AttentionRollout._check
+    model_inputs_per_explanation = one_pass
 
     @torch.no_grad()
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:

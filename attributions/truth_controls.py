@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from faithbench.attributions.base import AttributionMethod, Capabilities
+from faithbench.attributions.base import AttributionMethod, Capabilities, no_model_input
 from faithbench.models.adapter import ModelAdapter
 
 TRUTH_CONTROLS = ("truth", "truth_shifted", "truth_other_class", "truth_negated")
@@ -30,6 +30,7 @@ class TruthControl(AttributionMethod):
     name = "truth"
     description = "control: the exact attribution of a hand-set model (the ground-truth tier)"
     capabilities = Capabilities()
+    model_inputs_per_explanation = no_model_input  # the truth is computed from the weights, not by a forward pass
 
     def _check(self, model: ModelAdapter) -> None:
         if model.truth is None:

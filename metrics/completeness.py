@@ -27,7 +27,7 @@ from torch import Tensor
 
 from faithbench.config import to_dict
 from faithbench.metrics._checks import check_choice, check_finite, check_tensor
-from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
+from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
 from faithbench.metrics.types import Scores
 
 if TYPE_CHECKING:
@@ -124,6 +124,25 @@ def evaluate_positional(unit: Unit, cfg: CompletenessConfig) -> MetricResult:
     return MetricResult(share, share.isnan(), ids, params, "samples")
 
 
+def _claim_cost(unit: Unit) -> tuple[MetricCost, MetricCost]:
+    """The claimed totals (the method's ``completeness_inputs`` model inputs per sample) and W(x) p (one per sample)."""
+    n, per = len(unit.take(len(unit.sample_ids))), unit.method.completeness_inputs
+    claim = MetricCost(("completeness", "claim"), inputs=n * per, passes=per)
+    return claim, MetricCost(("completeness", "positional"), inputs=n)
+
+
+def cost(unit: Unit, cfg: CompletenessConfig) -> tuple[MetricCost, ...]:
+    """The per-sample maps, the claimed totals and, where it is its own term, the positional term."""
+    claim, positional = _claim_cost(unit)
+    separate = unit.method.has_positional_term(unit.model) and cfg.positional_term == "separate"
+    return (*sample_maps_cost(unit), claim, *((positional,) if separate else ()))
+
+
+def positional_cost(unit: Unit, cfg: CompletenessConfig) -> tuple[MetricCost, ...]:
+    """The claimed totals and the positional term (shared with ``completeness_gap``)."""
+    return _claim_cost(unit)
+
+
 SPEC = MetricSpec(
     name="completeness_gap",
     description="|sum(map) - claimed total| / |claimed total| (methods that claim completeness)",
@@ -132,6 +151,7 @@ SPEC = MetricSpec(
     scale=100,
     unit="%",
     evaluate=evaluate,
+    cost=cost,
     config=CompletenessConfig,
     table="completeness",
     applies=applies,
@@ -145,6 +165,7 @@ POSITIONAL_SHARE = MetricSpec(
     scale=100,
     unit="%",
     evaluate=evaluate_positional,
+    cost=positional_cost,
     config=CompletenessConfig,
     table="completeness",
     applies=positional_applies,

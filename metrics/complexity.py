@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from faithbench.metrics._checks import check_finite, check_tensor
-from faithbench.metrics.spec import MetricResult, MetricSpec, NoConfig, Unit
+from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, NoConfig, Unit, sample_maps_cost
 from faithbench.metrics.types import Scores
 
 
@@ -99,6 +99,11 @@ def _map_metric(score: Callable[..., Scores]) -> Callable[[Unit, NoConfig], Metr
     return evaluate
 
 
+def cost(unit: Unit, cfg: NoConfig) -> tuple[MetricCost, ...]:
+    """The per-sample maps (the score itself asks no model)."""
+    return sample_maps_cost(unit)
+
+
 ENTROPY = MetricSpec(
     name="entropy",
     description="Shannon entropy of |a| / sum |a|",
@@ -106,6 +111,7 @@ ENTROPY = MetricSpec(
     modalities=("image", "text"),
     scale=1,
     unit="nats",
+    cost=cost,
     evaluate=_map_metric(explanation_entropy),
 )
 ENTROPY_NORMALISED = MetricSpec(
@@ -115,6 +121,7 @@ ENTROPY_NORMALISED = MetricSpec(
     modalities=("image", "text"),
     scale=1,
     unit="",
+    cost=cost,
     evaluate=_map_metric(partial(explanation_entropy, normalise=True)),
 )
 ENTROPY_POSITIVE = MetricSpec(
@@ -124,6 +131,7 @@ ENTROPY_POSITIVE = MetricSpec(
     modalities=("image", "text"),
     scale=1,
     unit="nats",
+    cost=cost,
     evaluate=_map_metric(partial(explanation_entropy, positive=True)),
 )
 GINI = MetricSpec(
@@ -133,5 +141,6 @@ GINI = MetricSpec(
     modalities=("image", "text"),
     scale=1,
     unit="",
+    cost=cost,
     evaluate=_map_metric(gini_index),
 )

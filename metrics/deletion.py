@@ -38,7 +38,7 @@ from faithbench.metrics._checks import (
 )
 from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal
 from faithbench.metrics.baselines import BaselineConfig, unit_baseline
-from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
+from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
 from faithbench.metrics.types import CurveScores
 
 ALOE_FRACTIONS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6, 0.8)
@@ -226,6 +226,15 @@ def _curve_metric(curve_fn: Callable[..., CurveScores]) -> Callable[[Unit, Delet
     return evaluate
 
 
+def _curve_cost(name: str) -> Callable[[Unit, DeletionConfig], tuple[MetricCost, ...]]:
+    def cost(unit: Unit, cfg: DeletionConfig) -> tuple[MetricCost, ...]:
+        """The per-sample maps and one model input per sample and fraction."""
+        n = len(unit.take(len(unit.sample_ids)))
+        return (*sample_maps_cost(unit), MetricCost((name, cfg), inputs=n * len(cfg.fractions)))
+
+    return cost
+
+
 DELETION = MetricSpec(
     name="pixel_deletion",
     description="class probability as top-ranked blocks are removed; normalised area",
@@ -234,6 +243,7 @@ DELETION = MetricSpec(
     scale=1,
     unit="AUC",
     evaluate=_curve_metric(pixel_deletion),
+    cost=_curve_cost("deletion"),
     config=DeletionConfig,
     table="deletion",
     plot="curve",
@@ -247,6 +257,7 @@ INSERTION = MetricSpec(
     scale=1,
     unit="AUC",
     evaluate=_curve_metric(pixel_insertion),
+    cost=_curve_cost("insertion"),
     config=DeletionConfig,
     table="deletion",
     plot="curve",

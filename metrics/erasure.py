@@ -39,7 +39,7 @@ from faithbench.config import to_dict
 from faithbench.metrics._checks import check_choice, check_finite, check_fractions, check_targets, check_tensor
 from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal
 from faithbench.metrics.baselines import BaselineConfig, unit_baseline
-from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
+from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
 from faithbench.metrics.types import CurveScores, ErasureScores
 from faithbench.registry import Registry
 
@@ -267,6 +267,13 @@ def _part(name: str) -> Callable[[Unit, ErasureConfig], MetricResult]:
     return evaluate
 
 
+def cost(unit: Unit, cfg: ErasureConfig) -> tuple[MetricCost, ...]:
+    """The per-sample maps of the explained classes, then per sample the original input and each k removed and kept,
+    computed once for comprehensiveness and sufficiency."""
+    n, r = len(unit.take(len(unit.sample_ids))), len(ERASURE_SUMMARIES.get(cfg.summary).fractions)
+    return (*sample_maps_cost(unit, cfg.target), MetricCost(("erasure", cfg), inputs=n * (1 + 2 * r)))
+
+
 COMPREHENSIVENESS = MetricSpec(
     name="comprehensiveness",
     description="p(x) - p(x without its top-k features), summarised over k",
@@ -275,6 +282,7 @@ COMPREHENSIVENESS = MetricSpec(
     scale=100,
     unit="%",
     evaluate=_part("comprehensiveness"),
+    cost=cost,
     config=ErasureConfig,
     table="erasure",
     conventions=ERASURE_SUMMARIES,
@@ -287,6 +295,7 @@ SUFFICIENCY = MetricSpec(
     scale=100,
     unit="%",
     evaluate=_part("sufficiency"),
+    cost=cost,
     config=ErasureConfig,
     table="erasure",
     conventions=ERASURE_SUMMARIES,

@@ -58,7 +58,7 @@ from faithbench.metrics.imputation import (
     hashed_uniform,
     road_fill,
 )
-from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
+from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
 from faithbench.metrics.types import CurveScores
 
 FILLS = ("mean", "value", "blur", "model-input-zero", "noise", "road")
@@ -259,7 +259,16 @@ def _evaluate(part: str) -> Callable[[Unit, FlippingConfig], MetricResult]:
     return evaluate
 
 
-_COMMON = dict(modalities=("image",), scale=1, unit="AUC", config=FlippingConfig, table="flipping", plot="curve")
+def cost(unit: Unit, cfg: FlippingConfig) -> tuple[MetricCost, ...]:
+    """The per-sample maps and a MoRF and a LeRF curve (one model input per sample and fraction each), computed once
+    for morf, lerf and srg (the imputation of ``fill = "road"`` asks no model)."""
+    n = len(unit.take(len(unit.sample_ids)))
+    return (*sample_maps_cost(unit), MetricCost(("flipping", cfg), inputs=2 * n * len(cfg.fractions), passes=2))
+
+
+_COMMON = dict(
+    modalities=("image",), scale=1, unit="AUC", config=FlippingConfig, table="flipping", plot="curve", cost=cost
+)
 MORF = MetricSpec(
     name="morf",
     description="class probability as the most relevant blocks are removed first; normalised area",

@@ -26,7 +26,7 @@ from torch import Tensor
 from faithbench.metrics._checks import check_choice, check_finite, check_positive_int, check_tensor
 from faithbench.metrics._share import target_share
 from faithbench.metrics.gridpg_presets import GRIDPG_PRESETS, VIT_WINDOWS, ZERO_MASS_RULES, GridPGPreset, get_preset
-from faithbench.metrics.grids import PAIRINGS, TILINGS, grid_eligibility, grid_side, make_grids, select_grids
+from faithbench.metrics.grids import PAIRINGS, TILINGS, grid_cost, grid_eligibility, grid_side, make_grids, select_grids
 from faithbench.metrics.spec import Example, MetricResult, MetricSpec, Unit
 from faithbench.metrics.types import Scores
 from faithbench.metrics.windows import ExplainFn, explain_grids
@@ -315,4 +315,5 @@ SPEC = MetricSpec(
     example=example,
     pairing=pairing_models,
     eligibility=eligibility,
+    cost=grid_cost,
 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -19,6 +20,7 @@ from faithbench.activations import to_probabilities
 from faithbench.metrics._checks import check_choice, check_finite, check_tensor
 from faithbench.metrics._selection import draw_distinct_classes
 from faithbench.metrics.gridpg_presets import TILINGS, GridPGPreset
+from faithbench.metrics.spec import MetricCost, Unit
 
 PAIRINGS = ("per-model", "shared")  # whose images fill a model's grids: its own, or those all models share
 
@@ -174,3 +176,20 @@ def grid_side(n_cells: int, name: str) -> int:
     if n * n != n_cells or n < 1:
         raise ValueError(f"{name} must be a square number of cells (4 for 2x2, 9 for 3x3), got {n_cells}")
     return n
+
+
+def grid_cost(unit: Unit, cfg: Any) -> tuple[MetricCost, ...]:
+    """GridPG's cost (``cfg``: its config): the model's own grid selection unless shared (one forward per evaluation
+    image) and every cell of this piece's grids explained on its grid (ViTs: on each of its cell-size windows at
+    stride half a cell, :mod:`faithbench.metrics.windows`). ``n_grids = 0`` counts one grid per N^2 images."""
+    preset = cfg.effective_preset()
+    n, windows = preset.grid_size(unit.model.is_vit), preset.vit_windows if unit.model.is_vit else "none"
+    grids = len(unit.take(cfg.n_grids or len(unit.images) // (n * n)))
+    cell = unit.model.input_size[-1]
+    pad = cell // 2 if windows == "sum-padded" else 0
+    per_grid = 1 if windows == "none" else ((n * cell + 2 * pad - cell) // (cell // 2) + 1) ** 2
+    note = "" if cfg.n_grids else "n_grids = 0: as many grids as the confidently classified images allow, at most"
+    work = MetricCost(("gridpg", cfg), explanations=grids * per_grid * n * n, repeats=n * n, note=note)
+    if "gridpg" in unit.shared:
+        return (work,)
+    return MetricCost(("gridpg", "selection", cfg), inputs=len(unit.images), scope="model"), work

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from faithbench.metrics._checks import check_choice, check_positive_int
-from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
+from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
 
 INITS = ("gaussian-matched", "default")
 
@@ -197,6 +197,14 @@ def evaluate_ssim(unit: Unit, cfg: RandomisationConfig) -> MetricResult:
     return MetricResult(curve.mean(dim=1), undefined, ids, params, "randomisation", curve, shares)
 
 
+def cost(unit: Unit, cfg: RandomisationConfig) -> tuple[MetricCost, ...]:
+    """The per-sample maps and the first ``n_samples`` of them explained again at every depth of the cascade (a model
+    without the layers to tell, a stand-in, is taken to have ``n_depths`` distinct depths)."""
+    k, layers = min(cfg.n_samples, len(unit.take(len(unit.sample_ids)))), len(parameter_layers(unit.model.module))
+    depths = len(cascade_depths(layers, cfg.n_depths)) if layers else cfg.n_depths
+    return (*sample_maps_cost(unit), MetricCost(("randomisation", cfg), explanations=k * depths, passes=depths))
+
+
 RANDOMISATION = MetricSpec(
     name="randomisation",
     description="cascading model randomisation (Adebayo et al. 2018): Spearman of |maps| before/after",
@@ -205,6 +213,7 @@ RANDOMISATION = MetricSpec(
     scale=1,
     unit="rho",
     evaluate=evaluate_spearman,
+    cost=cost,
     config=RandomisationConfig,
     table="randomisation",
     plot="curve",
@@ -220,6 +229,7 @@ RANDOMISATION_SSIM = MetricSpec(
     scale=1,
     unit="SSIM",
     evaluate=evaluate_ssim,
+    cost=cost,
     config=RandomisationConfig,
     table="randomisation",
     plot="curve",

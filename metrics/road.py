@@ -34,7 +34,7 @@ from faithbench.config import to_dict
 from faithbench.metrics._checks import check_choice, check_finite, check_fractions, check_targets, check_tensor
 from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal
 from faithbench.metrics.imputation import ROAD_MAX_ITER, ROAD_NOISE, ROAD_TOL, road_fill
-from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
+from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
 from faithbench.metrics.types import CurveScores
 
 ROAD_FRACTIONS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 0.9)
@@ -184,6 +184,12 @@ def _evaluate(unit: Unit, cfg: RoadConfig) -> MetricResult:
     return MetricResult(res.values, res.undefined, ids, to_dict(cfg), "samples", res.curve, res.fractions)
 
 
+def cost(unit: Unit, cfg: RoadConfig) -> tuple[MetricCost, ...]:
+    """The per-sample maps and one model input per sample and fraction (the imputation asks no model)."""
+    n = len(unit.take(len(unit.sample_ids)))
+    return (*sample_maps_cost(unit), MetricCost(("road", cfg), inputs=n * len(cfg.fractions)))
+
+
 SPEC = MetricSpec(
     name="road",
     description="ROAD: accuracy as the most relevant pixels are imputed (noisy linear); mean over fractions",
@@ -192,6 +198,7 @@ SPEC = MetricSpec(
     scale=100,
     unit="%",
     evaluate=_evaluate,
+    cost=cost,
     config=RoadConfig,
     table="road",
     plot="curve",

@@ -24,7 +24,7 @@ from faithbench.config import to_dict
 from faithbench.metrics._checks import check_choice, check_finite, check_positive_int, check_tensor
 from faithbench.metrics._share import target_share
 from faithbench.metrics.sequences import SEGMENT_LENGTHS, SequenceSet, build_sequences, truncate_segments
-from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
+from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit
 from faithbench.metrics.types import Scores
 from faithbench.metrics.windows import explain_in_chunks
 
@@ -243,6 +243,17 @@ def evaluate(unit: Unit, cfg: SeqPGConfig) -> MetricResult:
     return MetricResult(scores.values, scores.undefined, job * s + targets, prep.info, "seqpg")
 
 
+def cost(unit: Unit, cfg: SeqPGConfig) -> tuple[MetricCost, ...]:
+    """The model's own choice of segments unless shared (one forward per evaluation text, at most: only texts long
+    enough are asked) and every segment of this piece's ``n_sequences`` (at most) explained on its sequence."""
+    note = "at most: texts too short for a segment are not asked, sequences stop when the classes run out"
+    explanations, s = len(unit.take(cfg.n_sequences)) * cfg.n_segments, cfg.n_segments
+    work = MetricCost(("seqpg", cfg), explanations=explanations, repeats=s, note=note)
+    if "seqpg" in unit.shared:
+        return (work,)
+    return MetricCost(("seqpg", "selection", cfg), inputs=len(unit.images), scope="model", note=note), work
+
+
 SPEC = MetricSpec(
     name="seqpg",
     description="sequence pointing game: positive-attribution share of the explained segment",
@@ -257,6 +268,7 @@ SPEC = MetricSpec(
     ground_truth=True,
     pairing=pairing_models,
     eligibility=segment_confidence,
+    cost=cost,
 )
 
 __all__ = [

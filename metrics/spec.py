@@ -65,6 +65,37 @@ class Example:
     caption: str
 
 
+@dataclass(frozen=True)
+class MetricCost:
+    """One computation a metric asks of one piece of a unit, for the run's cost estimate (``bench run --dry-run``,
+    :mod:`faithbench.bench.run.estimate`): ``explanations`` (input, target) pairs of the unit's method and ``inputs``
+    model inputs of the metric's own (perturbed images, predictions), each in ``passes`` equal runs (a run's
+    explanations ``explain_batch``, its inputs ``eval_batch`` per call); ``repeats`` consecutive pairs share one input
+    (GridPG's cells on their grid: methods that share equal inputs explain it once). Equal ``key``s are one
+    computation, counted once per ``scope``: ``unit`` (per unit and piece) or ``model`` (shared by a model's units:
+    once per model and piece). ``note``: why the count is an estimate ("" where it is exact)."""
+
+    key: Hashable
+    explanations: int = 0
+    inputs: int = 0
+    repeats: int = 1
+    passes: int = 1
+    scope: str = "unit"
+    note: str = ""
+
+
+def sample_maps_cost(unit: Unit, target: str = "label") -> tuple[MetricCost, ...]:
+    """What :meth:`Unit.sample_maps` costs a piece, shared by the metrics that read the maps: its samples explained for
+    their labels; for the ``predicted`` classes also the model's predictions (shared by its units) and the samples
+    it misclassifies explained again (counted as none: how many is known once the model has run)."""
+    n = len(unit.take(len(unit.sample_ids)))
+    maps = MetricCost(("samples", "label"), explanations=n)
+    if target == "label":
+        return (maps,)
+    again = MetricCost(("samples", target), note="misclassified samples are explained again for their prediction")
+    return maps, MetricCost(("predicted",), inputs=n, scope="model"), again
+
+
 @dataclass(frozen=True, kw_only=True)
 class MetricSpec:
     """How to configure, compute, read and report one metric.
@@ -89,6 +120,8 @@ class MetricSpec:
             model of the suite (empty: each model chooses its own); ``eligibility(model, images, labels,
             config, device, batch) -> (eligible (M,) bool, score (M,))`` is one model's part of that choice.
             The runner combines them (:mod:`faithbench.bench.run.pairing`) into :attr:`Unit.shared`.
+        cost: hook ``cost(unit, config) -> tuple[MetricCost, ...]``: what the metric asks of one piece of a unit (the
+            unit's model may be a stand-in that the model registry describes, its images an empty (N, 0) tensor).
     """
 
     name: str
@@ -110,6 +143,7 @@ class MetricSpec:
     ground_truth: bool = False
     pairing: Callable[[Any, tuple[str, ...]], tuple[str, ...]] | None = None
     eligibility: Callable[..., tuple[Tensor, Tensor]] | None = None
+    cost: Callable[[Unit, Any], tuple[MetricCost, ...]] | None = None
 
     def availability(self, modality: str) -> str | None:
         """Why the metric cannot run in a suite of ``modality`` (None: it can). ``list`` and ``run`` both use it."""

@@ -25,7 +25,7 @@ from torch import Tensor
 
 from faithbench.config import to_dict
 from faithbench.metrics._checks import check_choice, check_finite, check_tensor
-from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
+from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
 from faithbench.metrics.types import Scores
 
 RESOLUTIONS = ("patch", "pixel")
@@ -144,6 +144,11 @@ def _metric(score: Callable[[Tensor, Tensor], Scores]) -> Callable[[Unit, TruthC
     return evaluate
 
 
+def cost(unit: Unit, cfg: TruthConfig) -> tuple[MetricCost, ...]:
+    """The per-sample maps (the oracle's: the truth itself); the truth comes from the model's weights, no forward."""
+    return () if unit.method.capabilities.ground_truth else sample_maps_cost(unit)
+
+
 CORRELATION = MetricSpec(
     name="truth_correlation",
     description="Spearman rank correlation with the exact attribution of a hand-set model (per cell by default)",
@@ -157,6 +162,7 @@ CORRELATION = MetricSpec(
     plot="bar",
     applies=applies,
     ground_truth=True,
+    cost=cost,
 )
 MASS = MetricSpec(
     name="truth_mass",
@@ -171,4 +177,5 @@ MASS = MetricSpec(
     plot="bar",
     applies=applies,
     ground_truth=True,
+    cost=cost,
 )

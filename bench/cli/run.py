@@ -15,6 +15,8 @@ import pandas as pd
 from faithbench.bench.cli.parser import table_overrides
 from faithbench.bench.report.build import headline, report
 from faithbench.bench.report.formats import WIDTH, to_text
+from faithbench.bench.run.data import DATASETS, load_data
+from faithbench.bench.run.estimate import estimate
 from faithbench.bench.run.launch import SlurmSettings, submit
 from faithbench.bench.run.plan import plan
 from faithbench.bench.run.results import read_results
@@ -23,6 +25,7 @@ from faithbench.bench.run.status import plan_table
 from faithbench.bench.run.suite import Suite, load_suite, with_overrides
 from faithbench.bench.run.suite_files import tier_folder
 from faithbench.errors import UserError
+from faithbench.models.data.hf import HF_DATASETS
 
 
 @contextlib.contextmanager
@@ -133,18 +136,61 @@ def launch_array(args: argparse.Namespace, suite: Suite, out: Path) -> pd.DataFr
 
 
 def dry_run(suite: Suite, out: Path) -> int:
-    """``run --dry-run``: the plan, resolved as the run would resolve it, and how much of it ``out`` holds."""
+    """``run --dry-run``: the plan, resolved as the run would resolve it, how much of it ``out`` holds, and its cost
+    estimated from what the methods and metrics declare (:mod:`faithbench.bench.run.estimate`). No model loads; the
+    data set is read to count its images (not a folder given by --data-root nor one from Hugging Face)."""
     steps = plan(suite)
+    cost = estimate(steps, n_images=_n_images(suite))
     table = plan_table(steps)
+    by_model = cost.units.groupby("model")[["model inputs", "model calls"]].sum().reindex(suite.models, fill_value=0)
+    shared = cost.models.set_index("model")
+    for kind in ("inputs", "calls"):
+        own = by_model[f"model {kind}"] + shared[f"shared {kind}"] + shared[f"before {kind}"]
+        table[f"model {kind} ≈"] = [f"{int(own[m]):,}" for m in table["model"]]
     sys.stdout.write(f"suite {suite.name}: {len(suite.models)} models x {len(steps.jobs)} methods and controls, ")
     sys.stdout.write(f"{len(steps.metrics)} metrics, {suite.n_samples} samples, {suite.pieces} piece(s) per unit\n\n")
     sys.stdout.write(to_text(table, width=WIDTH, keys=1) + "\n\n")
-    sys.stdout.write(f"{int(table['pieces'].sum())} pieces in all; ")
+    u = cost.units
+    marks = [f"{n:,}{'~' if notes else ''}{'' if known else '?'}" for n, notes, known in zip(
+        u["model inputs"], u["notes"], u["known"], strict=True)]  # fmt: skip
+    cells = dict(zip(zip(u["model"], u["method"], strict=True), marks, strict=True))
+    matrix = pd.DataFrame(
+        {"model inputs ≈": [j.name for j in steps.jobs]}
+        | {m: [cells.get((m, j.name), "-") for j in steps.jobs] for m in suite.models}
+    )
+    sys.stdout.write(to_text(matrix, width=WIDTH, keys=1) + "\n\n")
+    inputs, calls = cost.total()
+    before, each = int(shared["before inputs"].sum()), int(shared["shared inputs"].sum())
+    sys.stdout.write(
+        f"≈ {inputs:,} model inputs in all, estimated: images through the model, a backward pass counted with its "
+        f"forward ({each:,} of them shared by a model's units, {before:,} choosing items for every model before any "
+        f"unit). Not model calls, which follow from the batch sizes: ≈ {calls:,} calls at batch_size "
+        f"{suite.batch_size} and max_batch {suite.max_batch}. Per unit above: - the model refuses the method; "
+        "? it may refuse it when it loads (its rules need layers the model may lack); ~ an estimate:\n"
+    )
+    notes = cost.units.explode("notes").dropna(subset=["notes"]).groupby("notes", sort=False)["method"]
+    for note, methods in notes:
+        sys.stdout.write(f"  ~ {note} ({', '.join(dict.fromkeys(methods))})\n")
+    for note in (*cost.notes, "not counted: the example map of each (model, method) for the report"):
+        sys.stdout.write(f"  {note}\n")
+    for tier in suite.tiers:
+        tier_steps = plan(with_overrides(load_suite(tier), seed=suite.seed))
+        t_inputs, t_calls = estimate(tier_steps, n_images=_n_images(tier_steps.suite)).total()
+        sys.stdout.write(f"tier {tier} (into {out / tier_folder(tier)}): ≈ {t_inputs:,} model inputs, ")
+        sys.stdout.write(f"≈ {t_calls:,} calls (its plan: --suite {tier} --dry-run)\n")
+    sys.stdout.write(f"\n{int(table['pieces'].sum())} pieces in all; ")
     if (out / "run.json").exists():
         sys.stdout.write(f"{out} holds a run: `python -m bench status {out}` says how far it got\n")
     else:
         sys.stdout.write(f"nothing in {out} yet\n")
     return 0
+
+
+def _n_images(suite: Suite) -> int | None:
+    """The evaluation set's size for the estimate (None where reading it means a folder or a download)."""
+    if DATASETS.get(suite.dataset).needs_root or suite.dataset in HF_DATASETS:
+        return None
+    return len(load_data(suite).labels)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

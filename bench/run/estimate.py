@@ -1,0 +1,222 @@
+"""A run's cost before it runs (``bench run --dry-run``): the model inputs and model calls of every (model, method)
+unit, added up from what the methods and metrics declare; no model loads and nothing is computed.
+
+A method declares what one explained (input, target) costs
+(:meth:`~faithbench.attributions.base.AttributionMethod.model_inputs_per_explanation`) and whether equal inputs
+explained for different targets share it (the cells of one grid image); a metric declares what it asks of one piece
+of a unit (``MetricSpec.cost``: :class:`~faithbench.metrics.spec.MetricCost` items of explanations and of model inputs
+of its own). Items with equal keys are one computation: once per unit and piece (the per-sample maps that every map
+metric reads), or once per model and piece (a grid selection, the predicted classes: the runner charges them to
+the first unit of the model that asks). A selection shared across models (a metric's ``pairing``) costs each
+deciding model what its own selection would, once, before any unit, and appears in no result row.
+
+Model inputs count images through the model, a backward pass with its forward, as the result rows' ``model_inputs``
+do; the calls follow from the suite's batch sizes. A model that is not loaded is a stand-in that carries what the
+model registry says of it (family, modality, ViT or not, input size, a positional embedding); whether a method's
+rules cover a model's layers is known only when it loads, so such units are counted (``known`` False).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+from torch import nn
+
+from faithbench.attributions import AttributionMethod, UnsupportedMethodError
+from faithbench.bench.run.plan import Plan
+from faithbench.metrics.spec import MetricCost, Unit
+from faithbench.models import zoo
+from faithbench.models.adapter import POSITIONAL_EMBEDDING, ModelAdapter
+from faithbench.models.registry import MODELS
+from faithbench.models.text_encoding import MAX_LENGTH
+from faithbench.models.truth import DEFAULT_LAYOUT, IDENTITY
+
+UNDECLARED = "declares no cost: counted as one forward and backward pass per explanation"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """``units``: per (model, method) unit its ``model inputs`` and ``model calls`` over its pieces (``known``: whether
+    the model accepts the method is known now; ``notes``: why a count is an estimate, empty where it is exact);
+    ``models``: per model the work its units share (``shared inputs`` / ``calls``, once per piece) and the
+    selection it decides for every model before any unit (``before inputs`` / ``calls``); ``skipped``: units the
+    model refuses, with the reason; ``notes``: what the estimate leaves out."""
+
+    units: pd.DataFrame
+    models: pd.DataFrame
+    skipped: dict[tuple[str, str], str]
+    notes: tuple[str, ...]
+
+    def total(self) -> tuple[int, int]:
+        """(model inputs, model calls) of the whole run."""
+        cols = (("model inputs", "shared inputs", "before inputs"), ("model calls", "shared calls", "before calls"))
+        return tuple(int(self.units[u].sum() + self.models[s].sum() + self.models[b].sum()) for u, s, b in cols)
+
+
+class _StandIn(nn.Module):
+    """A stand-in model's module: no weights, only the submodules the methods' cost hooks look for."""
+
+    def __init__(self, positional: bool) -> None:
+        super().__init__()
+        if positional:
+            self.add_module(POSITIONAL_EMBEDDING, nn.Identity())
+
+
+def stand_in(name: str) -> ModelAdapter:
+    """The adapter of model ``name`` as the registry describes it, without its weights: the zoo's recipes say everything
+    a cost needs; of other models a name with ``vit`` is a ViT (with a positional embedding unless torchvision's),
+    images are 224 px, and ALOE checkpoints from the Hub bring their own explainer."""
+    spec = MODELS.get(name)
+    recipe = zoo.RECIPES.get(name) if spec.source == "zoo" else None
+    is_vit = recipe.is_vit if recipe else "vit" in name.lower()
+    if spec.modality == "text":
+        size: tuple[int, ...] = (MAX_LENGTH,)
+    else:
+        size = (DEFAULT_LAYOUT.size,) * 2 if spec.source == "hand-set" else (28, 28) if recipe else (224, 224)
+    layer = recipe.conv_layer if recipe else "detect" if spec.source == "hand-set" else None if is_vit else "unknown"
+    return ModelAdapter(
+        name=name,
+        family=spec.family,
+        module=_StandIn(is_vit and spec.source != "torchvision"),
+        encoding=recipe.encoding if recipe and spec.modality == "image" else IDENTITY,
+        num_classes=recipe.num_classes if recipe else 1000,
+        input_size=size,
+        is_vit=is_vit,
+        conv_layer=layer,
+        native_explainer=(lambda x, t: x) if spec.source == "huggingface" and spec.family == "aloe" else None,
+        modality=spec.modality,
+        truth=(lambda x, t: x) if spec.source == "hand-set" else None,
+    )
+
+
+def refusal(method: AttributionMethod, model: ModelAdapter, loaded: bool) -> str | None:
+    """Why ``model`` refuses ``method`` (None: it accepts it, or, for a stand-in, its capabilities fit)."""
+    caps = method.capabilities
+    if loaded:
+        try:
+            method.check(model)
+        except UnsupportedMethodError as exc:
+            return str(exc)
+        return None
+    kind = "text model" if model.modality == "text" else "ViT" if model.is_vit else "CNN"
+    if not {"text model": caps.text, "ViT": caps.vit, "CNN": caps.cnn}[kind]:
+        return f"method {method.name!r} does not support {kind}s"
+    if caps.needs_layer and not model.conv_layer:
+        return f"method {method.name!r} needs a convolutional layer"
+    if caps.needs_native and not model.has_native_explanation:
+        return f"method {method.name!r} needs a B-cos, B-cosified or ALOE model"
+    return None
+
+
+def _count(item: MetricCost, unit: Unit, per: int, share: bool, size: int) -> tuple[int, int]:
+    """(model inputs, model calls) of one item on one piece: its explanations in chunks of ``explain_batch`` rows
+    (``per`` inputs per distinct input, at most ``size`` inputs per call), its own inputs in runs of ``eval_batch``."""
+    inputs, calls = item.inputs, item.passes * _ceil(_ceil(item.inputs, item.passes), unit.eval_batch)
+    rows, b, r = item.explanations // item.passes, unit.explain_batch, item.repeats
+    for start in range(0, rows, b):
+        end = min(start + b, rows)
+        n = ((end - 1) // r - start // r + 1 if share else end - start) * per
+        inputs, calls = inputs + item.passes * n, calls + item.passes * _ceil(n, size)
+    return inputs, calls
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _unit(steps: Plan, model: ModelAdapter, method: AttributionMethod, n_images: int, piece: int, shared: dict) -> Unit:
+    suite = steps.suite
+    samples = min(suite.n_samples, n_images) if n_images else suite.n_samples
+    return Unit(model=model, method=method, images=torch.empty(n_images, 0), labels=torch.zeros(n_images).long(),
+                sample_ids=torch.arange(samples), batch_size=suite.batch_size, device=torch.device("cpu"), rank=piece,
+                world=suite.pieces, max_batch=suite.max_batch, shared=shared)  # fmt: skip
+
+
+def _items(steps: Plan, unit: Unit) -> list[tuple[str, MetricCost | None]]:
+    """(metric, item) of every metric the unit evaluates (None: the metric declares no cost), as the runner skips
+    them (:func:`faithbench.bench.run.evaluate.evaluate_unit`)."""
+    out: list[tuple[str, MetricCost | None]] = []
+    for metric in steps.metrics:
+        spec = metric.spec
+        if (spec.applies is not None and spec.applies(unit) is not None) or (
+            unit.method.capabilities.ground_truth and not spec.ground_truth
+        ):
+            continue
+        out += [(metric.name, i) for i in spec.cost(unit, metric.config)] if spec.cost else [(metric.name, None)]
+    return out
+
+
+def estimate(steps: Plan, models: Mapping[str, ModelAdapter] | None = None, n_images: int | None = None) -> Estimate:
+    """The cost of running ``steps`` (the models in ``models`` as they are, the others as :func:`stand_in` describes
+    them) on an evaluation set of ``n_images`` images (None: not read; work per image is then not counted)."""
+    suite, models = steps.suite, dict(models or {})
+    deciding = {x.name: x.spec.pairing(x.config, suite.models) for x in steps.metrics if x.spec.pairing}
+    shared = {name: None for name, who in deciding.items() if who}
+    notes = [] if n_images else ["the data set was not read: the work per evaluation image (selections) is left out"]
+    rows, per_model, skipped = [], [], {}
+    for name in suite.models:
+        model = models.get(name) or stand_in(name)
+        model_work: dict[tuple[int, Hashable], tuple[int, int]] = {}  # (piece, key): once per model and piece
+        for job in steps.jobs:
+            method = job.build()
+            why = refusal(method, model, name in models)
+            if why:
+                skipped[(name, job.name)] = why
+                continue
+            inputs, calls, found, missing = _unit_cost(steps, model, method, n_images or 0, shared, model_work)
+            notes += [f"metric {metric} declares no cost: not counted" for metric in sorted(missing)]
+            known = name in models or type(method)._check is AttributionMethod._check
+            rows.append({"model": name, "method": job.name, "model inputs": inputs, "model calls": calls,
+                         "known": known, "notes": tuple(sorted(found))})  # fmt: skip
+        before = _before(steps, model, deciding, n_images or 0)
+        per_model.append({"model": name, "shared inputs": sum(i for i, _ in model_work.values()),
+                          "shared calls": sum(c for _, c in model_work.values()),
+                          "before inputs": before[0], "before calls": before[1]})  # fmt: skip
+    return Estimate(pd.DataFrame(rows), pd.DataFrame(per_model), skipped, tuple(dict.fromkeys(notes)))
+
+
+def _unit_cost(
+    steps: Plan, model: ModelAdapter, method: AttributionMethod, n_images: int, shared: dict, model_work: dict
+) -> tuple[int, int, set[str], set[str]]:
+    """(model inputs, model calls, notes, the metrics that declare no cost) of one unit over its pieces; the work its
+    model's units share goes into ``model_work`` (each key once per piece, whichever unit asks first)."""
+    declared = method.model_inputs_per_explanation(model)
+    per = method.inputs_per_call if declared is None else declared
+    share, size = method.shares_equal_inputs(model), method.inputs_per_model_call(steps.suite.max_batch)
+    note, inputs, calls = method.cost_note(model), 0, 0
+    found: set[str] = {UNDECLARED} if declared is None else set()
+    missing: set[str] = set()
+    for piece in range(steps.suite.pieces):
+        unit, seen = _unit(steps, model, method, n_images, piece, shared), set()
+        for metric, item in _items(steps, unit):
+            if item is None:
+                missing.add(metric)
+                continue
+            counted = _count(item, unit, per, share, size)
+            found |= {item.note} if item.note and (item.inputs or per) else set()  # a control explains for free
+            found |= {note} if item.explanations and per and note else set()
+            if item.scope == "model":
+                model_work[(piece, item.key)] = counted
+            elif item.key not in seen:
+                seen.add(item.key)
+                inputs, calls = inputs + counted[0], calls + counted[1]
+    return inputs, calls, found, missing
+
+
+def _before(steps: Plan, model: ModelAdapter, deciding: dict[str, tuple[str, ...]], n_images: int) -> tuple[int, int]:
+    """What ``model`` computes before any unit: for each metric whose items it decides for every model, the work of
+    choosing its own (the metric's per-model work, asked as if nothing were shared)."""
+    inputs = calls = 0
+    method = steps.jobs[0].build() if steps.jobs else None
+    for metric in steps.metrics:
+        if method is None or model.name not in deciding.get(metric.name, ()) or metric.spec.cost is None:
+            continue
+        unit = _unit(steps, model, method, n_images, 0, {})
+        for item in metric.spec.cost(unit, metric.config):
+            if item.scope == "model":
+                i, c = _count(item, unit, 0, False, 1)
+                inputs, calls = inputs + i, calls + c
+    return inputs, calls
