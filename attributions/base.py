@@ -173,9 +173,10 @@ class AttributionMethod:
         """Whether equal inputs explained for different targets in one call cost one explanation (GridPG's cells)."""
         return self.shares_forward(model)
 
-    def inputs_per_model_call(self, max_batch: int) -> int:
-        """At most this many model inputs per model call, under the caller's ``max_batch``."""
-        return max_batch
+    def model_calls(self, inputs: int, per_input: int, max_batch: int) -> int:
+        """Model calls that explaining ``inputs`` (at most ``max_batch``) distinct inputs in one call takes, each
+        costing ``per_input`` model inputs (:meth:`model_inputs_per_explanation`): calls of at most ``max_batch``."""
+        return -(-inputs * per_input // max_batch)
 
     def cost_note(self, model: ModelAdapter) -> str:
         """Why :meth:`model_inputs_per_explanation` is an estimate on ``model`` ("" where it is exact)."""

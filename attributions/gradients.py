@@ -87,8 +87,10 @@ class IntegratedGradients(AttributionMethod):
     def model_inputs_per_explanation(self, model: ModelAdapter) -> int:
         return self.params["n_steps"]  # one forward and backward pass per step
 
-    def inputs_per_model_call(self, max_batch: int) -> int:
-        return min(self.params["internal_batch_size"], max_batch)
+    def model_calls(self, inputs: int, per_input: int, max_batch: int) -> int:
+        # Captum's passes (and the shared forward's): internal_batch_size // inputs steps each, at least one
+        steps_per_call = max(1, min(self.params["internal_batch_size"], max_batch) // max(1, inputs))
+        return -(-self.params["n_steps"] // steps_per_call) if inputs else 0
 
     def completeness_target(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         """IG's completeness axiom: the maps sum to f_t(x) - f_t(baseline)."""

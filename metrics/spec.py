@@ -92,7 +92,8 @@ def sample_maps_cost(unit: Unit, target: str = "label") -> tuple[MetricCost, ...
     maps = MetricCost(("samples", "label"), explanations=n)
     if target == "label":
         return (maps,)
-    again = MetricCost(("samples", target), note="misclassified samples are explained again for their prediction")
+    note = "misclassified samples explained again for their prediction: not counted"
+    again = MetricCost(("samples", target), note=note)
     return maps, MetricCost(("predicted",), inputs=n, scope="model"), again
 
 

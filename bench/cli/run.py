@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -161,16 +162,20 @@ def dry_run(suite: Suite, out: Path) -> int:
     sys.stdout.write(to_text(matrix, width=WIDTH, keys=1) + "\n\n")
     inputs, calls = cost.total()
     before, each = int(shared["before inputs"].sum()), int(shared["shared inputs"].sum())
-    sys.stdout.write(
-        f"≈ {inputs:,} model inputs in all, estimated: images through the model, a backward pass counted with its "
-        f"forward ({each:,} of them shared by a model's units, {before:,} choosing items for every model before any "
-        f"unit). Not model calls, which follow from the batch sizes: ≈ {calls:,} calls at batch_size "
-        f"{suite.batch_size} and max_batch {suite.max_batch}. Per unit above: - the model refuses the method; "
-        "? it may refuse it when it loads (its rules need layers the model may lack); ~ an estimate:\n"
+    summary = (
+        f"≈ {inputs:,} model inputs in all: an estimate of the images through the models (a backward pass counted "
+        f"with its forward; {each:,} of them shared by a model's units, {before:,} choosing items for every model "
+        f"before any unit), not of model calls, which follow from the batch sizes: ≈ {calls:,} calls at batch_size "
+        f"{suite.batch_size} and max_batch {suite.max_batch}. Per unit above: - the model refuses the method; ? it "
+        "may refuse it when it loads (its rules need layers the model may lack); ~ an estimate:"
     )
+    sys.stdout.write(textwrap.fill(summary, WIDTH) + "\n")
     notes = cost.units.explode("notes").dropna(subset=["notes"]).groupby("notes", sort=False)["method"]
     for note, methods in notes:
-        sys.stdout.write(f"  ~ {note} ({', '.join(dict.fromkeys(methods))})\n")
+        names = list(dict.fromkeys(methods))
+        which = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        sys.stdout.write(textwrap.fill(f"~ {note} ({which})", WIDTH, initial_indent="  ", subsequent_indent="    "))
+        sys.stdout.write("\n")
     for note in (*cost.notes, "not counted: the example map of each (model, method) for the report"):
         sys.stdout.write(f"  {note}\n")
     for tier in suite.tiers:

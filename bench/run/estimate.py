@@ -67,11 +67,11 @@ class _StandIn(nn.Module):
 
 def stand_in(name: str) -> ModelAdapter:
     """The adapter of model ``name`` as the registry describes it, without its weights: the zoo's recipes say everything
-    a cost needs; of other models a name with ``vit`` is a ViT (with a positional embedding unless torchvision's),
-    images are 224 px, and ALOE checkpoints from the Hub bring their own explainer."""
+    a cost needs; of other models a name with ``vit`` or the ALOE family is a ViT (with a positional embedding unless
+    torchvision's), images are 224 px, and ALOE checkpoints from the Hub bring their own explainer."""
     spec = MODELS.get(name)
     recipe = zoo.RECIPES.get(name) if spec.source == "zoo" else None
-    is_vit = recipe.is_vit if recipe else "vit" in name.lower()
+    is_vit = recipe.is_vit if recipe else "vit" in name.lower() or spec.family == "aloe"
     if spec.modality == "text":
         size: tuple[int, ...] = (MAX_LENGTH,)
     else:
@@ -111,15 +111,16 @@ def refusal(method: AttributionMethod, model: ModelAdapter, loaded: bool) -> str
     return None
 
 
-def _count(item: MetricCost, unit: Unit, per: int, share: bool, size: int) -> tuple[int, int]:
+def _count(item: MetricCost, unit: Unit, per: int, share: bool) -> tuple[int, int]:
     """(model inputs, model calls) of one item on one piece: its explanations in chunks of ``explain_batch`` rows
-    (``per`` inputs per distinct input, at most ``size`` inputs per call), its own inputs in runs of ``eval_batch``."""
+    (``per`` inputs per distinct input), its own inputs in runs of ``eval_batch``."""
     inputs, calls = item.inputs, item.passes * _ceil(_ceil(item.inputs, item.passes), unit.eval_batch)
     rows, b, r = item.explanations // item.passes, unit.explain_batch, item.repeats
     for start in range(0, rows, b):
         end = min(start + b, rows)
-        n = ((end - 1) // r - start // r + 1 if share else end - start) * per
-        inputs, calls = inputs + item.passes * n, calls + item.passes * _ceil(n, size)
+        n = (end - 1) // r - start // r + 1 if share else end - start
+        calls += item.passes * unit.method.model_calls(n, per, unit.max_batch)
+        inputs += item.passes * n * per
     return inputs, calls
 
 
@@ -185,7 +186,7 @@ def _unit_cost(
     model's units share goes into ``model_work`` (each key once per piece, whichever unit asks first)."""
     declared = method.model_inputs_per_explanation(model)
     per = method.inputs_per_call if declared is None else declared
-    share, size = method.shares_equal_inputs(model), method.inputs_per_model_call(steps.suite.max_batch)
+    share = method.shares_equal_inputs(model)
     note, inputs, calls = method.cost_note(model), 0, 0
     found: set[str] = {UNDECLARED} if declared is None else set()
     missing: set[str] = set()
@@ -195,7 +196,7 @@ def _unit_cost(
             if item is None:
                 missing.add(metric)
                 continue
-            counted = _count(item, unit, per, share, size)
+            counted = _count(item, unit, per, share)
             found |= {item.note} if item.note and (item.inputs or per) else set()  # a control explains for free
             found |= {note} if item.explanations and per and note else set()
             if item.scope == "model":
@@ -217,6 +218,6 @@ def _before(steps: Plan, model: ModelAdapter, deciding: dict[str, tuple[str, ...
         unit = _unit(steps, model, method, n_images, 0, {})
         for item in metric.spec.cost(unit, metric.config):
             if item.scope == "model":
-                i, c = _count(item, unit, 0, False, 1)
+                i, c = _count(item, unit, 0, False)
                 inputs, calls = inputs + i, calls + c
     return inputs, calls
