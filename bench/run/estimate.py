@@ -34,7 +34,7 @@ from faithbench.models.registry import MODELS
 from faithbench.models.text_encoding import MAX_LENGTH
 from faithbench.models.truth import DEFAULT_LAYOUT, IDENTITY
 
-UNDECLARED = "declares no cost: counted as one forward and backward pass per explanation"
+UNDECLARED = "the method declares no cost: counted as one forward and backward pass per explanation"
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,8 @@ def estimate(steps: Plan, models: Mapping[str, ModelAdapter] | None = None, n_im
         per_model.append({"model": name, "shared inputs": sum(i for i, _ in model_work.values()),
                           "shared calls": sum(c for _, c in model_work.values()),
                           "before inputs": before[0], "before calls": before[1]})  # fmt: skip
-    return Estimate(pd.DataFrame(rows), pd.DataFrame(per_model), skipped, tuple(dict.fromkeys(notes)))
+    units = pd.DataFrame(rows, columns=["model", "method", "model inputs", "model calls", "known", "notes"])
+    return Estimate(units, pd.DataFrame(per_model), skipped, tuple(dict.fromkeys(notes)))
 
 
 def _unit_cost(
