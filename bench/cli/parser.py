@@ -137,7 +137,9 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     )
     array.add_argument("--wait", action="store_true", help="wait for the array to finish, then write the report")
     p_run.add_argument(
-        "--dry-run", action="store_true", help="print the plan (models, units, pieces) and stop: no model loads"
+        "--dry-run",
+        action="store_true",
+        help="print the plan (models, units, pieces, expected model inputs and calls) and stop: no model loads",
     )
     p_run.add_argument(
         "--data-root", metavar="DIR", help="ImageNet-style folder (one sub-folder per class) instead of the default"

@@ -44,7 +44,7 @@ def to_markdown(table: pd.DataFrame) -> str:
 def to_latex(table: pd.DataFrame) -> str:
     def esc(v: object) -> str:
         s = str(v).replace("_", r"\_").replace("±", r"$\pm$").replace("↑", r"$\uparrow$")
-        s = s.replace("★", r"$\star$").replace("≈", r"$\approx$")
+        s = s.replace("★", r"$\star$").replace("≈", r"$\approx$").replace("⊛", r"$\circledast$")  # amssymb
         return s.replace("↓", r"$\downarrow$").replace("%", r"\%").replace("–", "--")
 
     cols = [esc(c) for c in table.columns]
