@@ -31,6 +31,7 @@ class PerfSizes:
     min_seconds: float = 0.02  # a side faster than this is called repeatedly in one timed run (timing.in_turns)
     fractions: tuple[float, ...] | None = None  # deletion and insertion; None: ALOE's 0, .01, ..., .8
     erasure_fractions: tuple[float, ...] | None = None  # None: the eraser summary's 1, 5, 10, 20, 50 %
+    road_fractions: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 0.9)  # ROAD's (the authors' seven)
     flip_steps: int = 16  # PixelFlipping steps (rounded up to a count that flips whole pixels)
     regions: int = 16  # RegionPerturbation regions
     n_quantus: int = 16  # images (GridPG: cell maps) Quantus is timed on
@@ -53,6 +54,7 @@ QUICK_SIZES = PerfSizes(
     min_seconds=0.05,
     fractions=(0.0, 0.1, 0.3, 0.6),
     erasure_fractions=(0.1, 0.5),
+    road_fractions=(0.1, 0.5, 0.9),
     flip_steps=6,
     regions=6,
     n_quantus=2,

@@ -28,6 +28,8 @@ from faithbench.bench.perf.timing import (
     replay,
 )
 from faithbench.metrics import comprehensiveness_sufficiency, pixel_deletion, pixel_insertion
+from faithbench.metrics.flipping import pixel_flipping
+from faithbench.metrics.road import road
 from faithbench.models.adapter import ModelAdapter
 
 METRIC_LIMIT = "the same model calls alone, no_grad"
@@ -120,7 +122,14 @@ class _Rows:
 
 
 def _metric_rows(
-    out: _Rows, adapter: ModelAdapter, inputs: Tensor, maps: Tensor, grids: Tensor, targets: Tensor, quantus: Any
+    out: _Rows,
+    adapter: ModelAdapter,
+    images: Tensor,
+    inputs: Tensor,
+    maps: Tensor,
+    grids: Tensor,
+    targets: Tensor,
+    quantus: Any,
 ) -> list[str]:
     """The metrics of one case and, with ``quantus``, the quantities it shares with faithbench; returns notes."""
     case, sizes, module = out.case, out.sizes, adapter.module
@@ -144,6 +153,34 @@ def _metric_rows(
         ),
         b,
         "eraser summary, pixel features",
+        replayed,
+    )
+    out.compare(
+        "metric",
+        "pixel_flipping",
+        lambda: pixel_flipping(
+            module, inputs, maps, targets, block_size=case.block_size, **_fractions(sizes), **common
+        ),
+        b,
+        f"MoRF and LeRF (morf, lerf, srg), {n_fractions} fractions, blocks of {case.block_size}px, constant fill",
+        replayed,
+    )
+    out.compare(
+        "metric",
+        "road",
+        lambda: road(
+            module,
+            images,
+            maps,
+            targets,
+            encode=adapter.encode,
+            fractions=sizes.road_fractions,
+            activation=adapter.activation,
+            chunk_size=sizes.chunk_size,
+        ),
+        b,
+        f"{len(sizes.road_fractions)} fractions, noisy linear imputation (CG) on the device: the limit is the model "
+        "calls alone",
         replayed,
     )
     if quantus is None:
@@ -171,6 +208,13 @@ def _metric_rows(
     return [f"{case.model}: {n}" for n in skipped]
 
 
+def _fractions(sizes: PerfSizes) -> dict[str, Any]:
+    """Pixel flipping's fractions: the case's deletion fractions with 0 and 1 (both curves span the whole removal)."""
+    if not sizes.fractions:
+        return {}
+    return {"fractions": tuple(sorted({0.0, *sizes.fractions, 1.0}))}
+
+
 def case_rows(
     case: PerfCase, sizes: PerfSizes, device: torch.device, seed: int, quantus: ModuleType | None
 ) -> tuple[list[dict], list[str]]:
@@ -188,7 +232,7 @@ def case_rows(
     out = _Rows(case, sizes, device, adapter.module)
     notes: list[str] = []
     try:
-        notes += _metric_rows(out, adapter, inputs, maps, grids, targets, quantus)
+        notes += _metric_rows(out, adapter, images.to(device), inputs, maps, grids, targets, quantus)
         for name in case.methods:
             params = sizes.method_params.get(name, {})
             method = get_method(name, **params)

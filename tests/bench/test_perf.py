@@ -96,7 +96,7 @@ def test_every_ratio_to_a_limit_has_a_spread_and_a_status(tiny):
     table = tiny[0].table
     ours = table[table["implementation"] == "faithbench"]
     with_limit = ours[ours["ratio_to_limit"].notna()]
-    assert len(with_limit) == 2 * 5 + 2 + len(BCOS_METHODS)  # the model-based metrics of both models, the methods
+    assert len(with_limit) == 2 * 7 + 2 + len(BCOS_METHODS)  # the 7 model-based metrics of both models, the methods
     low, mid, high = (with_limit[f"ratio_to_limit{e}"] for e in ("_min", "", "_max"))
     assert ((low <= mid) & (mid <= high) & (low > 0)).all()
     assert set(with_limit["status"]) <= {"ok", "measurement error"}
@@ -127,7 +127,7 @@ def test_faithbench_and_quantus_agree_on_every_quantus_row(tiny):
 def test_every_limit_makes_the_same_model_calls_as_its_row(tiny):
     table = tiny[0].table
     limits = table[table["implementation"] == "limit"]
-    assert len(limits) == 2 * 5 + 2 + len(BCOS_METHODS)
+    assert len(limits) == 2 * 7 + 2 + len(BCOS_METHODS)
     for _, limit in limits.iterrows():
         ours = table[
             (table["implementation"] == "faithbench")

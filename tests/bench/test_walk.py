@@ -43,7 +43,12 @@ def test_a_job_enters_no_registry_and_no_suite_lookup(tmp_path, monkeypatch):
 
     monkeypatch.setattr(Work, "_unit", traced)
     suite = with_overrides(
-        load_suite("smoke"), models=["bcos_cnn_mnist"], methods=["gradient", "native"], n_samples=4, controls=[]
+        load_suite("smoke"),
+        models=["bcos_cnn_mnist"],
+        methods=["gradient", "native"],
+        n_samples=4,
+        controls=[],
+        tiers=[],
     )
     runner.run(suite, tmp_path / "run", device="cpu", progress=False)
     assert [name for name, _ in walks] == ["gradient", "native"]
