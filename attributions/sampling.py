@@ -23,6 +23,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from faithbench.attributions.shared_forward import first_equal
+
 ScoreFn = Callable[[Tensor], Tensor]
 """``score(inputs (n, C, H, W)) -> (n, num_classes)``: the explained outputs, e.g. class probabilities."""
 
@@ -32,17 +34,11 @@ def _n_segments(segments: Tensor) -> Tensor:
 
 
 def _representatives(inputs: Tensor, segments: Tensor) -> Tensor:
-    """(B,) for every sample the first sample with the same input and segments (itself if none)."""
+    """(B,) for every sample the first sample with the same input bits and segments (itself if none)."""
     b = inputs.shape[0]
-    flat, seg = inputs.reshape(b, -1), segments.reshape(b, -1)
-    # An integer hash of the bits (exact arithmetic: equal rows always get equal keys), confirmed exactly.
+    flat = inputs.reshape(b, -1).contiguous()
     as_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[flat.element_size()]
-    bits = torch.cat([flat.contiguous().view(as_int).long(), seg.long()], dim=1)
-    gen = torch.Generator().manual_seed(0)
-    key = (bits * torch.randint(1, 2**31, (bits.shape[1],), generator=gen).to(bits.device)).sum(dim=1)
-    first = (key.view(b, 1) == key.view(1, b)).int().argmax(dim=1)
-    same = (flat == flat[first]).all(dim=1) & (seg == seg[first]).all(dim=1)
-    return torch.where(same, first, torch.arange(b, device=inputs.device)).cpu()
+    return first_equal(torch.cat([flat.view(as_int).long(), segments.reshape(b, -1).long()], dim=1)).cpu()
 
 
 def _evaluate(

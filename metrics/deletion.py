@@ -56,6 +56,28 @@ def block_scores(maps: Tensor, block_size: int) -> Tensor:
     return sums / counts
 
 
+def check_curve_inputs(
+    inputs: Tensor, attributions: Tensor, targets: Tensor, fractions: Sequence[float], activation: str
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The checks of a removal curve's arguments: (channel-summed (B, H, W) maps, targets, fractions (at least two))."""
+    check_tensor(inputs, "inputs", min_dim=4, floating=True)
+    check_tensor(attributions, "attributions", min_dim=3, floating=True)
+    check_choice(activation, "activation", ACTIVATIONS)
+    if attributions.dim() == 4:
+        attributions = attributions.sum(dim=1)
+    b, _, h, w = inputs.shape
+    if attributions.shape != (b, h, w):
+        raise ValueError(
+            f"attributions must be (B, H, W) or (B, C, H, W) matching inputs {tuple(inputs.shape)}, "
+            f"got {tuple(attributions.shape)}"
+        )
+    check_finite(attributions, "attributions")
+    frac = check_fractions(fractions, allow_zero=True)
+    if frac.numel() < 2:
+        raise ValueError("the curve's area needs at least two fractions")
+    return attributions, check_targets(targets, b), frac
+
+
 def pixel_deletion(
     forward: ForwardFn,
     inputs: Tensor,
@@ -138,23 +160,8 @@ def _block_curve(
     *,
     insert: bool,
 ) -> CurveScores:
-    check_tensor(inputs, "inputs", min_dim=4, floating=True)
-    check_tensor(attributions, "attributions", min_dim=3, floating=True)
-    check_choice(activation, "activation", ACTIVATIONS)
-    if attributions.dim() == 4:
-        attributions = attributions.sum(dim=1)
+    attributions, targets, frac = check_curve_inputs(inputs, attributions, targets, fractions, activation)
     b, _, h, w = inputs.shape
-    if attributions.shape != (b, h, w):
-        raise ValueError(
-            f"attributions must be (B, H, W) or (B, C, H, W) matching inputs {tuple(inputs.shape)}, "
-            f"got {tuple(attributions.shape)}"
-        )
-    check_finite(attributions, "attributions")
-    targets = check_targets(targets, b)
-    frac = check_fractions(fractions, allow_zero=True)
-    if frac.numel() < 2:
-        raise ValueError("the curve's area needs at least two fractions")
-
     blocks = block_scores(attributions.float(), block_size)
     nbh, nbw = blocks.shape[-2:]
     n_blocks = nbh * nbw

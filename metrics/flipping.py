@@ -38,19 +38,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from faithbench.activations import ACTIVATIONS
 from faithbench.config import to_dict
 from faithbench.metrics._checks import (
     check_choice,
-    check_finite,
     check_fractions,
     check_positive_int,
-    check_targets,
-    check_tensor,
 )
 from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal
 from faithbench.metrics.baselines import removal_baseline
-from faithbench.metrics.deletion import block_scores
+from faithbench.metrics.deletion import block_scores, check_curve_inputs
 from faithbench.metrics.imputation import (
     ROAD_NOISE,
     STREAM_NOISE_FILL,
@@ -88,7 +84,12 @@ def pixel_flipping(
     activation: str = "softmax",
     chunk_size: int = 256,
 ) -> FlippingScores:
-    """MoRF, LeRF and SRG of a batch of explanations. See the module docstring.
+    """MoRF, LeRF and SRG of a batch of explanations (the conventions: the module docstring).
+
+    With p_f the explained class's probability (or logit) after removing the k_f = floor(f n_blocks + 1/2) highest-
+    (MoRF) or lowest-scoring (LeRF) blocks, A = trapezoid(p_f over f) / (f_max - f_min) for each order, and
+
+        SRG = A^LeRF - A^MoRF.
 
     Args:
         forward: ``forward(images) -> (n, K)`` logits (``activation`` maps them to probabilities;
@@ -105,22 +106,8 @@ def pixel_flipping(
         activation: ``softmax``, ``sigmoid`` (B-cos models) or ``identity``.
         chunk_size: perturbed images per model call.
     """
-    check_tensor(inputs, "inputs", min_dim=4, floating=True)
-    check_tensor(attributions, "attributions", min_dim=3, floating=True)
-    check_choice(activation, "activation", ACTIVATIONS)
-    if attributions.dim() == 4:
-        attributions = attributions.sum(dim=1)
+    attributions, targets, frac = check_curve_inputs(inputs, attributions, targets, fractions, activation)
     b, _, h, w = inputs.shape
-    if attributions.shape != (b, h, w):
-        raise ValueError(
-            f"attributions must be (B, H, W) or (B, C, H, W) matching inputs {tuple(inputs.shape)}, "
-            f"got {tuple(attributions.shape)}"
-        )
-    check_finite(attributions, "attributions")
-    targets = check_targets(targets, b)
-    frac = check_fractions(fractions, allow_zero=True)
-    if frac.numel() < 2:
-        raise ValueError("the curves' areas need at least two fractions")
     blocks = _tie_exact_block_scores(attributions.float(), block_size)
     nbh, nbw = blocks.shape[-2:]
     k = torch.floor(frac * nbh * nbw + 0.5).long().to(inputs.device)

@@ -64,7 +64,12 @@ def road(
     max_iter: int = ROAD_MAX_ITER,
     chunk_size: int = 256,
 ) -> CurveScores:
-    """ROAD curves (B, R) and scores (B,) of a batch of explanations (see the module docstring).
+    """ROAD curves (B, R) and scores (B,) of a batch of explanations (the conventions: the module docstring).
+
+    With x_f the image whose k_f = floor(f H W) most relevant pixels are replaced by noisy linear imputation,
+    c_f = 1[argmax f(x_f) = target] (``accuracy``) or p(target | x_f) (``probability``), and
+
+        score = mean over the fractions f of c_f        (lower is better).
 
     Args:
         forward: ``forward(encode(images)) -> (n, K)`` logits.

@@ -149,14 +149,9 @@ def cost(unit: Unit, cfg: TruthConfig) -> tuple[MetricCost, ...]:
     return () if unit.method.capabilities.ground_truth else sample_maps_cost(unit)
 
 
-CORRELATION = MetricSpec(
-    name="truth_correlation",
-    description="Spearman rank correlation with the exact attribution of a hand-set model (per cell by default)",
+_COMMON = dict(
     higher_is_better=True,
     modalities=("image",),
-    scale=1,
-    unit="",
-    evaluate=_metric(truth_correlation),
     config=TruthConfig,
     table="truth",
     plot="bar",
@@ -164,18 +159,19 @@ CORRELATION = MetricSpec(
     ground_truth=True,
     cost=cost,
 )
+CORRELATION = MetricSpec(
+    name="truth_correlation",
+    description="Spearman rank correlation with the exact attribution of a hand-set model (per cell by default)",
+    scale=1,
+    unit="",
+    evaluate=_metric(truth_correlation),
+    **_COMMON,
+)
 MASS = MetricSpec(
     name="truth_mass",
     description="share of the positive attribution inside the positive exact attribution of a hand-set model",
-    higher_is_better=True,
-    modalities=("image",),
     scale=100,
     unit="%",
     evaluate=_metric(truth_mass),
-    config=TruthConfig,
-    table="truth",
-    plot="bar",
-    applies=applies,
-    ground_truth=True,
-    cost=cost,
+    **_COMMON,
 )

@@ -33,6 +33,7 @@ from scipy import stats
 
 from faithbench.attributions.truth_controls import TRUTH_CORRUPTIONS
 from faithbench.bench.report.order import metric_order
+from faithbench.bench.report.statistics import metric_agreement
 from faithbench.bench.report.stats import LeaderboardStats, read_samples
 from faithbench.bench.report.style import WIDTH_IN, save
 from faithbench.bench.run.results import first_runs, read_results
@@ -72,24 +73,16 @@ def paired_auroc(samples: pd.DataFrame, direction: dict[str, float], good: list[
 
 def truth_tau(results: pd.DataFrame) -> pd.DataFrame:
     """Per metric: mean over the hand-set models of Kendall's tau-b between the metric's method ranking (its direction
-    applied) and the ranking by the tier's reference metric, the tier's controls left out."""
-    frame = results[~results["is_control"].astype(bool) & results["rerun_of"].isna() & np.isfinite(results["mean"])]
-    rows = []
-    for metric in [m for m in dict.fromkeys(frame["metric"]) if m != TRUTH_METRIC]:  # itself: 1 by definition
-        taus = []
-        for _, part in frame.groupby("model", sort=False):
-            signed = part.assign(score=part["mean"] * np.where(part["higher_is_better"].astype(bool), 1.0, -1.0))
-            wide = signed.pivot_table(index="method", columns="metric", values="score", aggfunc="first")
-            if TRUTH_METRIC not in wide or metric not in wide:
-                continue
-            both = wide[[TRUTH_METRIC, metric]].dropna()
-            if len(both) >= 3:
-                with warnings.catch_warnings():  # a metric that ties every method: tau is NaN
-                    warnings.simplefilter("ignore", RuntimeWarning)
-                    taus.append(stats.kendalltau(both[TRUTH_METRIC], both[metric]).statistic)
-        if taus:
-            rows.append(dict(metric=metric, tau_truth=float(np.nanmean(taus)) if np.isfinite(taus).any() else math.nan))
-    return pd.DataFrame(rows, columns=["metric", "tau_truth"])
+    applied) and the ranking by the tier's reference metric, the tier's controls left out (the report's metric
+    agreement, :func:`~faithbench.bench.report.statistics.metric_agreement`, against the reference)."""
+    frame = results[~results["is_control"].astype(bool) & results["rerun_of"].isna()]
+    pairs = metric_agreement(frame)
+    pairs = pairs[(pairs["metric_a"] == TRUTH_METRIC) | (pairs["metric_b"] == TRUTH_METRIC)]
+    other = pairs["metric_b"].where(pairs["metric_a"] == TRUTH_METRIC, pairs["metric_a"])
+    with warnings.catch_warnings():  # a metric that ties every method on every model: no mean
+        warnings.simplefilter("ignore", RuntimeWarning)
+        tau = pairs["tau"].groupby(other, sort=False).mean()
+    return pd.DataFrame({"metric": tau.index, "tau_truth": tau.to_numpy()}, columns=["metric", "tau_truth"])
 
 
 def _directions(results: pd.DataFrame) -> dict[str, float]:
