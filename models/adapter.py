@@ -39,9 +39,10 @@ class ModelAdapter:
             explanation mode.
         modality: ``image``, or ``text`` (inputs are token ids, encoded to embeddings (B, D, T):
             :mod:`faithbench.models.text_encoding`; a token is a feature).
-        truth: ``(inputs, targets) -> (B, H, W)`` the exact attribution of models whose attribution is known by
-            construction (the hand-set models of :mod:`faithbench.models.truth`; its ``cells`` attribute: the
-            (H, W) cell of every pixel, where the truth is exact); None for every other model.
+        truth: ``(inputs, targets) -> (B, H, W)`` (text: (B, T)) the exact attribution of models whose attribution
+            is known by construction (the hand-set models of :mod:`faithbench.models.truth`, its ``cells`` attribute
+            the (H, W) cell of every pixel, where the truth is exact; the token models of
+            :mod:`faithbench.models.truth_text`, exact per token, ``cells`` None); None for every other model.
     """
 
     name: str
