@@ -8,6 +8,7 @@ from faithbench.attributions.attnlrp import AttnLrp
 from faithbench.attributions.base import AttributionMethod, Capabilities, UnsupportedMethodError
 from faithbench.attributions.chefer import CheferCam
 from faithbench.attributions.controls import CONTROL_METHODS, CONTROLS
+from faithbench.attributions.corruptions import CORRUPTION_CONTROLS, CORRUPTION_METHODS, Corruption
 from faithbench.attributions.gradients import (
     DeepLift,
     GradCam,
@@ -24,7 +25,8 @@ from faithbench.attributions.truth_controls import TRUTH_CONTROLS, TRUTH_METHODS
 from faithbench.registry import Registry
 
 METHODS: Registry[type[AttributionMethod]] = Registry("method")
-ALL_CONTROLS = CONTROLS + TRUTH_CONTROLS  # every map that is a yardstick, not a contestant
+RUN_CONTROLS = CONTROLS + CORRUPTION_CONTROLS  # what a suite's ``controls = true`` runs beside its methods
+ALL_CONTROLS = RUN_CONTROLS + TRUTH_CONTROLS  # every map that is a yardstick, not a contestant
 
 
 def register_method(cls: type[AttributionMethod]) -> type[AttributionMethod]:
@@ -50,9 +52,13 @@ for _cls in (
     CheferCam,
     AttnLrp,
     *CONTROL_METHODS,
+    *CORRUPTION_METHODS,
     *TRUTH_METHODS,
 ):
     register_method(_cls)
+
+
+Corruption.methods = METHODS  # the corruption controls build the method they corrupt
 
 
 def get_method(name: str, **params: object) -> AttributionMethod:
@@ -63,6 +69,8 @@ def get_method(name: str, **params: object) -> AttributionMethod:
 __all__ = [
     "ALL_CONTROLS",
     "CONTROLS",
+    "CORRUPTION_CONTROLS",
+    "RUN_CONTROLS",
     "TRUTH_CONTROLS",
     "METHODS",
     "AttributionMethod",

@@ -29,7 +29,7 @@ CONTROLS = ("random", "uniform", "centre", "edges", "oracle")
 _CAPS = Capabilities(text=True, class_specific=False, model_free=True)
 
 
-def _positions(model: ModelAdapter, inputs: Tensor) -> tuple[Tensor, Tensor]:
+def text_positions(inputs: Tensor) -> tuple[Tensor, Tensor]:
     """Text: (B, T) token positions and the bool mask of non-padding tokens (all-zero embeddings are padding)."""
     present = inputs.abs().sum(dim=1) != 0
     return torch.arange(inputs.shape[-1], device=inputs.device).expand_as(present), present
@@ -41,7 +41,7 @@ class _Control(AttributionMethod):
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         if model.modality == "text":
-            pos, present = _positions(model, inputs)
+            pos, present = text_positions(inputs)
             return self._text(inputs, pos, present).masked_fill(~present, 0).to(inputs.dtype)
         return self._image(inputs).to(inputs.dtype)
 

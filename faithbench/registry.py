@@ -12,7 +12,7 @@ T = TypeVar("T")
 
 # An error spells out a registry of up to this many names (a few terminal lines: methods, metrics, suites); a longer
 # one (the models: about 90) gets its close matches and a pointer to `list` instead of a screenful of names.
-LISTED_IN_FULL = 24
+LISTED_IN_FULL = 32
 
 
 class Registry(Generic[T]):

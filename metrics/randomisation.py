@@ -28,37 +28,16 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from faithbench.metrics._checks import check_choice, check_positive_int
 from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
-
-INITS = ("gaussian-matched", "default")
-
-
-def parameter_layers(module: nn.Module) -> list[tuple[str, nn.Module]]:
-    """The modules that own parameters, in registration order (bottom to top)."""
-    return [(name, m) for name, m in module.named_modules() if any(True for _ in m.parameters(recurse=False))]
+from faithbench.models.randomise import INITS, parameter_layers, randomise_layer
 
 
 def cascade_depths(n_layers: int, n_depths: int) -> list[int]:
     """How many top layers are randomised at each evaluated point: ``n_depths`` values, evenly up to all."""
     return sorted({max(1, round(n_layers * (i + 1) / n_depths)) for i in range(n_depths)})
-
-
-@torch.no_grad()
-def randomise_layer(layer: nn.Module, init: str, generator: torch.Generator) -> None:
-    """Re-initialise ``layer``'s own parameters in place (see the module docstring)."""
-    if init == "default" and hasattr(layer, "reset_parameters"):
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(torch.randint(2**31, (1,), generator=generator)))
-            layer.reset_parameters()
-        return
-    for p in layer.parameters(recurse=False):
-        if p.numel() < 2 or float(p.std()) == 0.0:
-            continue
-        noise = torch.randn(p.shape, generator=generator, dtype=torch.float64)
-        p.copy_((noise * p.std().double().cpu() + p.mean().double().cpu()).to(p))
 
 
 def average_ranks(x: Tensor) -> Tensor:

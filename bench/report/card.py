@@ -10,6 +10,10 @@ One row per metric, one column per question:
 * ``AUROC controls`` (this run's trained models): the same probability for every method's map against every
   model-free control's map (``random``, ``uniform``, ``centre``, ``edges``: maps that cannot be faithful, as they
   never ask the model) on the same sample;
+* ``AUROC corruptions`` (this run's trained models): the same probability for a method's map against its planted
+  corruptions (the corruption controls of :mod:`faithbench.attributions.corruptions`: the map shuffled over the
+  features, the map of another class, the map on a randomised copy of the model; each paired with the method it
+  corrupts, its parameter ``of``) on the same sample;
 * ``tau truth``: Kendall's tau-b between the metric's ranking of the tier's methods (controls left out) and their
   ranking by their agreement with the exact attribution (the tier's reference metric,
   :data:`faithbench.metrics.truth.REFERENCE`), mean over the hand-set models;
@@ -22,6 +26,7 @@ metric whose AUROCs are not is flagged. 0.5 is a coin flip; 1 always prefers the
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from pathlib import Path
@@ -31,6 +36,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from faithbench.attributions.corruptions import CORRUPTION_CONTROLS
 from faithbench.attributions.truth_controls import TRUTH_CORRUPTIONS
 from faithbench.bench.report.order import metric_order
 from faithbench.bench.report.statistics import metric_agreement
@@ -41,34 +47,53 @@ from faithbench.metrics.truth import REFERENCE
 
 MODEL_FREE = ("random", "uniform", "centre", "edges")
 TRUTH_METRIC = REFERENCE
-COLUMNS = ["AUROC truth", "AUROC controls", "tau truth", "split-half", "rerun rho", "agreement tau"]
+COLUMNS = [
+    "AUROC truth", "AUROC controls", "AUROC corruptions", "tau truth", "split-half", "rerun rho", "agreement tau"
+]  # fmt: skip
 
 
 def paired_auroc(samples: pd.DataFrame, direction: dict[str, float], good: list[str], bad: list[str]) -> pd.DataFrame:
     """Per metric: P(a ``good`` map scores better than a ``bad`` map of the same model and sample), ties 1/2,
     over every (good, bad) pair; ``n`` untied pairs, ``p`` the one-sided sign test against 0.5."""
+    return paired_auroc_of(samples, direction, [(g, b) for g in good for b in bad])
+
+
+def paired_auroc_of(samples: pd.DataFrame, direction: dict[str, float], pairs: list[tuple[str, str]]) -> pd.DataFrame:
+    """:func:`paired_auroc` over the given (good, bad) method pairs."""
     rows = []
     first = samples[samples["rerun_of"].isna()] if "rerun_of" in samples else samples
     for metric, part in first.groupby("metric", sort=False):
         wide = part.pivot_table(index=["model", "sample_id"], columns="method", values="value", aggfunc="first")
-        goods, bads = [m for m in good if m in wide], [m for m in bad if m in wide]
-        if not goods or not bads:
-            continue
         d = direction.get(metric, 1.0)
         wins = ties = total = 0
-        for g in goods:
-            for b in bads:
-                both = wide[[g, b]].dropna()
-                diff = d * (both[g] - both[b]).to_numpy(dtype=float)
-                wins += int((diff > 0).sum())
-                ties += int((diff == 0).sum())
-                total += len(diff)
+        for g, b in pairs:
+            if g not in wide or b not in wide:
+                continue
+            both = wide[[g, b]].dropna()
+            diff = d * (both[g] - both[b]).to_numpy(dtype=float)
+            wins += int((diff > 0).sum())
+            ties += int((diff == 0).sum())
+            total += len(diff)
         if total == 0:
             continue
         untied = total - ties
         p = float(stats.binomtest(wins, untied, 0.5, alternative="greater").pvalue) if untied else 1.0
         rows.append(dict(metric=metric, auroc=(wins + ties / 2) / total, n=untied, p=p))
     return pd.DataFrame(rows, columns=["metric", "auroc", "n", "p"])
+
+
+def corruption_pairs(results: pd.DataFrame) -> list[tuple[str, str]]:
+    """(method, its corruption control) for every corruption control of the run, the method read from the control's
+    parameter ``of`` (in its rows' ``params``)."""
+    if "params" not in results:
+        return []
+    rows = results[results["method"].isin(CORRUPTION_CONTROLS)].drop_duplicates("method")
+    pairs = []
+    for method, params in zip(rows["method"], rows["params"], strict=True):
+        of = json.loads(params or "{}").get("method_params", {}).get("of")
+        if of:
+            pairs.append((of, method))
+    return pairs
 
 
 def truth_tau(results: pd.DataFrame) -> pd.DataFrame:
@@ -130,6 +155,13 @@ def report_card(
         auc = paired_auroc(samples, _directions(results), methods, list(MODEL_FREE))
         for r in auc.itertuples():
             card[r.metric].update({"AUROC controls": r.auroc, "n controls": r.n, "p controls": r.p})
+        pairs = corruption_pairs(results)
+        auc = paired_auroc_of(samples, _directions(results), pairs)
+        for r in auc.itertuples():
+            card[r.metric].update({"AUROC corruptions": r.auroc, "n corruptions": r.n, "p corruptions": r.p})
+        for pair in pairs:  # each corruption on its own (the CSV's extra columns)
+            for r in paired_auroc_of(samples, _directions(results), [pair]).itertuples():
+                card[r.metric][f"AUROC {pair[1]}"] = r.auroc
     if not stats_.reliability.empty:
         for metric, value in stats_.reliability.groupby("metric")["split_half"].mean().items():
             card[metric]["split-half"] = value
@@ -144,7 +176,8 @@ def report_card(
 
 
 def _verdict(row: dict[str, Any]) -> str:
-    tested = [(k, row.get(f"p {k}")) for k in ("truth", "controls") if row.get(f"AUROC {k}") == row.get(f"AUROC {k}")]
+    asked = ("truth", "controls", "corruptions")
+    tested = [(k, row.get(f"p {k}")) for k in asked if row.get(f"AUROC {k}") == row.get(f"AUROC {k}")]
     if not tested:
         return "–"
     chance = [k for k, p in tested if not (p == p and p < 0.05 and row[f"AUROC {k}"] > 0.5)]
@@ -168,7 +201,7 @@ def card_figure(card: pd.DataFrame, out: Path, plt: Any) -> Path | None:
         return None
     values = card[COLUMNS].to_numpy(dtype=float)
     goodness = values.copy()
-    goodness[:, :2] = 2 * (values[:, :2] - 0.5)  # AUROC: 0.5 is chance, 1 perfect, 0 always wrong
+    goodness[:, :3] = 2 * (values[:, :3] - 0.5)  # AUROC: 0.5 is chance, 1 perfect, 0 always wrong
     fig, ax = plt.subplots(figsize=(min(WIDTH_IN, 10.0), 0.45 * len(card) + 1.8))
     image = ax.imshow(np.ma.masked_invalid(goodness), cmap="RdYlGn", vmin=-1, vmax=1, aspect="auto")
     for (i, j), v in np.ndenumerate(values):
@@ -213,8 +246,10 @@ def card_section_note() -> str:
         "Can each metric tell a faithful explanation from an unfaithful one? AUROC truth: on the ground-truth tier's "
         "hand-set models, P(the metric scores the exact attribution better than a planted corruption of it: shifted, "
         "another class's, negated) on the same sample; AUROC controls: on this run's models, P(a method's map scores "
-        "better than a model-free control's: random, uniform, centre, edges). 0.5 is chance (ties count half); an "
-        "AUROC is better than chance when a one-sided sign test rejects 0.5 at 0.05. tau truth: Kendall's tau between "
-        "the metric's ranking of the tier's methods and their ranking by agreement with the exact attribution "
-        f"({TRUTH_METRIC}). Split-half, rerun rho and agreement tau: as in the sections above (means)."
+        "better than a model-free control's: random, uniform, centre, edges); AUROC corruptions: P(a method's map "
+        "scores better than a corruption of it: shuffled, another class's, on a randomised copy of the model). 0.5 is "
+        "chance (ties count half); an AUROC is better than chance when a one-sided sign test rejects 0.5 at 0.05. "
+        "tau truth: Kendall's tau between the metric's ranking of the tier's methods and their ranking by agreement "
+        f"with the exact attribution ({TRUTH_METRIC}). Split-half, rerun rho and agreement tau: as in the sections "
+        "above (means)."
     )

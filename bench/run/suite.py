@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from faithbench.attributions import CONTROLS, METHODS, get_method
+from faithbench.attributions import METHODS, get_method
+from faithbench.attributions import RUN_CONTROLS as CONTROLS
 from faithbench.bench.run.data import DATASETS, text_tokenizer
 from faithbench.bench.run.suite_files import suite_path, tiers
 from faithbench.config import from_table, to_dict
