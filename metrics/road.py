@@ -33,7 +33,7 @@ from faithbench.activations import ACTIVATIONS
 from faithbench.config import to_dict
 from faithbench.metrics._checks import check_choice, check_finite, check_fractions, check_targets, check_tensor
 from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal
-from faithbench.metrics.imputation import ROAD_MAX_ITER, ROAD_NOISE, ROAD_TOL, road_fill
+from faithbench.metrics.imputation import ROAD_DTYPE, ROAD_MAX_ITER, ROAD_NOISE, ROAD_TOL, road_fill
 from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
 from faithbench.metrics.types import CurveScores
 
@@ -63,6 +63,7 @@ def road(
     tol: float = ROAD_TOL,
     max_iter: int = ROAD_MAX_ITER,
     chunk_size: int = 256,
+    dtype: torch.dtype = ROAD_DTYPE,
 ) -> CurveScores:
     """ROAD curves (B, R) and scores (B,) of a batch of explanations (the conventions: the module docstring).
 
@@ -83,8 +84,10 @@ def road(
         activation: ``softmax``, ``sigmoid`` or ``identity`` (``probability`` readout only).
         seed, ids: key the noise (``ids`` (B,) sample ids, default 0..B-1; see imputation).
         fallback: value of an image whose every pixel is removed (default: the batch's mean colour).
-        tol, max_iter: the imputation solver's tolerance (image units) and iteration cap.
+        tol, max_iter: the imputation solver's tolerance (its estimate of the largest error left, image units)
+            and iteration cap.
         chunk_size: imputed images per model call.
+        dtype: the imputation solver's dtype (float32; float64 for tolerances under ~1e-6).
     """
     check_tensor(images, "images", min_dim=4, floating=True)
     check_tensor(attributions, "attributions", min_dim=3, floating=True)
@@ -110,7 +113,9 @@ def road(
     k = torch.floor(frac * (h * w) + 1e-6).long().to(device)  # floor(f H W), robust to 0.29 * 100 = 28.99..
     r = k.numel()
     ranks = feature_ranks(attributions.float().reshape(b, -1)).reshape(b, h, w)
-    fill = road_fill(images, encode, ids=ids, noise=noise, seed=seed, fallback=fallback, tol=tol, max_iter=max_iter)
+    fill = road_fill(
+        images, encode, ids=ids, noise=noise, seed=seed, fallback=fallback, tol=tol, max_iter=max_iter, dtype=dtype
+    )
     curve = probabilities_after_removal(
         forward,
         encode(images),
