@@ -54,15 +54,14 @@ def _panel(ax: Any, stats: pd.DataFrame, spec: Any, row: pd.Series | None, metho
 def curve_figures(curves: pd.DataFrame, results: pd.DataFrame, out: Path, plt: Any) -> list[Path]:
     """``curves_<model>.png`` for every model with curves: its curve metrics side by side (registry order), the
     methods in the report's order and colours, the controls grey and dashed; shaded: 95 % interval of the mean."""
-    specs = [METRICS.get(m) for m in METRICS if m in set(curves["metric"])]
+    metrics, models = set(curves["metric"].unique()), set(curves["model"].unique())  # once: curves has ~1e6 rows
+    specs = [METRICS.get(m) for m in METRICS if m in metrics]
     if not specs:
         return []
     rows = results.drop_duplicates("metric").set_index("metric")
     means = _mean_curves(curves)
     paths = []
-    for model in [m for m in model_order(results) if m in set(curves["model"])] + sorted(
-        set(curves["model"]) - set(results["model"])
-    ):
+    for model in [m for m in model_order(results) if m in models] + sorted(models - set(results["model"])):
         part = means[means["model"] == model]
         shown = [s for s in specs if (part["metric"] == s.name).any()]
         methods = method_order(part["method"])

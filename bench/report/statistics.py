@@ -25,11 +25,15 @@ the cluster: its mean over the samples a method scored.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pandas as pd
 from scipy import stats
+
+from faithbench.bench.report.ranktests import kendall_tau_b, pair_signs, spearman_rows, wilcoxon_many, wilcoxon_p
+
+__all__ = ["holm", "metric_agreement", "paired_tests", "rank_stability", "rerun_agreement", "skill_scores"]
+__all__ += ["split_half", "wide_tables", "wilcoxon_p"]
 
 TABLE = ["model", "metric"]
 
@@ -48,17 +52,6 @@ def holm(p_values: np.ndarray) -> np.ndarray:
     return out
 
 
-def wilcoxon_p(diffs: np.ndarray, alternative: str = "two-sided") -> float:
-    """Wilcoxon signed-rank p-value of paired differences (1 when all are zero, NaN when none);
-    ``alternative="greater"``: the one-sided test that the differences are positive."""
-    diffs = diffs[np.isfinite(diffs)]
-    if diffs.size == 0:
-        return math.nan
-    if not np.any(diffs != 0):
-        return 1.0
-    return float(stats.wilcoxon(diffs, zero_method="wilcox", alternative=alternative).pvalue)
-
-
 def _wide(samples: pd.DataFrame) -> pd.DataFrame:
     """One (model, metric) table's per-sample scores: samples x methods, NaN where undefined. A method with no
     defined sample (a constant map under a rank correlation) has no score to rank and is left out. Samples of
@@ -70,8 +63,25 @@ def _wide(samples: pd.DataFrame) -> pd.DataFrame:
             .reset_index()
             .rename(columns={"cluster_id": "sample_id"})
         )
-    wide = samples.pivot_table(index="sample_id", columns="method", values="value", aggfunc="first", dropna=False)
-    return wide.loc[:, wide.notna().any()]
+    # pivot_table(aggfunc="first") without its cost (~5 ms a table): the first defined value of each (sample, method)
+    rows, ids = pd.factorize(samples["sample_id"], sort=True)
+    cols, methods = pd.factorize(samples["method"], sort=True)
+    values = samples["value"].to_numpy(dtype=float)
+    defined = ~np.isnan(values)
+    cells = rows[defined] * len(methods) + cols[defined]
+    cells, first = np.unique(cells, return_index=True)
+    grid = np.full((len(ids), len(methods)), np.nan)
+    grid.flat[cells] = values[defined][first]
+    keep = ~np.isnan(grid).all(0)
+    index, columns = pd.Index(ids, name="sample_id"), pd.Index(methods[keep], name="method")
+    # copy=False keeps the (samples, methods) C order pivot_table gives: column means sum in the same order
+    return pd.DataFrame(np.ascontiguousarray(grid[:, keep]), index=index, columns=columns, copy=False)
+
+
+def wide_tables(samples: pd.DataFrame) -> dict[tuple[str, str], pd.DataFrame]:
+    """Every (model, metric) table of ``samples`` as :func:`_wide` gives it, in the order the samples list them
+    (built once for all the statistics of a report)."""
+    return {(model, metric): _wide(part) for (model, metric), part in samples.groupby(TABLE, sort=False)}
 
 
 def _direction(results: pd.DataFrame) -> dict[tuple[str, str], float]:
@@ -83,28 +93,36 @@ def _direction(results: pd.DataFrame) -> dict[tuple[str, str], float]:
     }
 
 
-def paired_tests(results: pd.DataFrame, samples: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+def paired_tests(
+    results: pd.DataFrame, samples: pd.DataFrame, alpha: float = 0.05, tables: dict | None = None
+) -> pd.DataFrame:
     """Per (model, metric, method): the best method, the paired test against it, tied-best.
 
     Columns: ``best`` (this method has the best mean), ``n_paired`` (samples both scored),
     ``p_vs_best`` (Wilcoxon), ``p_holm``, ``tied_best`` (best, or not significantly worse at alpha
-    after Holm), ``paired_subset`` (the pair used fewer samples than either method scored).
+    after Holm), ``paired_subset`` (the pair used fewer samples than either method scored). ``tables``: the
+    samples' :func:`wide_tables`, where the caller has them already.
     """
     sign = _direction(results)
     rows = []
-    for (model, metric), part in samples.groupby(TABLE, sort=False):
-        wide = _wide(part)
+    for (model, metric), wide in (wide_tables(samples) if tables is None else tables).items():
         means = wide.mean(skipna=True) * sign.get((model, metric), 1.0)
         if means.notna().sum() == 0:
             continue
         best = means.idxmax()
         others = [m for m in wide.columns if m != best]
-        pvals, n_paired, subset = [], [], []
+        values = wide.to_numpy()
+        defined = ~np.isnan(values)
+        b, scored = wide.columns.get_loc(best), defined.sum(0)
+        diffs, n_paired, subset = [], [], []
         for method in others:
-            both = wide[[best, method]].dropna()
-            pvals.append(wilcoxon_p((both[best] - both[method]).to_numpy()))
-            n_paired.append(len(both))
-            subset.append(len(both) < max(wide[best].notna().sum(), wide[method].notna().sum()))
+            j = wide.columns.get_loc(method)
+            both = defined[:, b] & defined[:, j]
+            n = int(both.sum())
+            diffs.append(values[both, b] - values[both, j])
+            n_paired.append(n)
+            subset.append(n < max(scored[b], scored[j]))
+        pvals = wilcoxon_many(diffs)
         adjusted = holm(np.asarray(pvals, dtype=float))
         rows.append(
             dict(
@@ -142,13 +160,15 @@ def _ranks(means: np.ndarray) -> np.ndarray:
     return (means[:, None, :] > means[:, :, None]).sum(-1) + 1
 
 
-def rank_stability(results: pd.DataFrame, samples: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+def rank_stability(
+    results: pd.DataFrame, samples: pd.DataFrame, n_boot: int = 1000, seed: int = 0, tables: dict | None = None
+) -> pd.DataFrame:
     """Per (model, metric, method): P(rank 1) and the 95 % bootstrap rank interval, on the common samples."""
     sign = _direction(results)
     rng = np.random.default_rng(seed)
     rows = []
-    for (model, metric), part in samples.groupby(TABLE, sort=False):
-        wide = _wide(part).dropna()  # samples every method scored
+    for (model, metric), wide in (wide_tables(samples) if tables is None else tables).items():
+        wide = wide.dropna()  # samples every method scored
         methods = list(wide.columns)
         values = wide.to_numpy(dtype=float).T * sign.get((model, metric), 1.0)  # (M, S), higher is better
         if values.shape[1] == 0:
@@ -186,35 +206,31 @@ def metric_agreement(results: pd.DataFrame, min_methods: int = 3) -> pd.DataFram
         signed = part.assign(score=part["mean"] * np.where(part["higher_is_better"].astype(bool), 1.0, -1.0))
         wide = signed.pivot_table(index="method", columns="metric", values="score", aggfunc="first")
         names = list(dict.fromkeys(part["metric"]))  # the results' order (the registry's), not alphabetical
+        values = wide[names].to_numpy(dtype=float)
+        defined, signs = ~np.isnan(values), pair_signs(values)
         for i, a in enumerate(names):
-            for b in names[i + 1 :]:
-                both = wide[[a, b]].dropna()
-                if len(both) < min_methods:
+            for k, b in enumerate(names[i + 1 :], start=i + 1):
+                both = defined[:, i] & defined[:, k]
+                if both.sum() < min_methods:
                     continue
-                with warnings.catch_warnings():  # a metric that ties every method: tau is NaN
-                    warnings.simplefilter("ignore", RuntimeWarning)
-                    tau = stats.kendalltau(both[a], both[b]).statistic
-                rows.append(dict(model=model, metric_a=a, metric_b=b, tau=float(tau), n_methods=len(both)))
+                tau = kendall_tau_b(signs, i, k, both)  # NaN where a metric ties every method
+                rows.append(dict(model=model, metric_a=a, metric_b=b, tau=tau, n_methods=int(both.sum())))
     return pd.DataFrame(rows, columns=["model", "metric_a", "metric_b", "tau", "n_methods"])
 
 
-def split_half(samples: pd.DataFrame, n_splits: int = 100, seed: int = 0) -> pd.DataFrame:
+def split_half(samples: pd.DataFrame, n_splits: int = 100, seed: int = 0, tables: dict | None = None) -> pd.DataFrame:
     """Per (model, metric): Spearman-Brown corrected split-half reliability of the methods' means."""
     rng = np.random.default_rng(seed)
     rows = []
-    for (model, metric), part in samples.groupby(TABLE, sort=False):
-        values = _wide(part).dropna().to_numpy(dtype=float)  # (S, M)
+    for (model, metric), wide in (wide_tables(samples) if tables is None else tables).items():
+        values = wide.dropna().to_numpy(dtype=float)  # (S, M)
         n, m = values.shape
         if n < 4 or m < 3:
             rows.append(dict(model=model, metric=metric, split_half=math.nan, n_common=n))
             continue
-        rs = []
-        for _ in range(n_splits):
-            perm = rng.permutation(n)
-            a, b = values[perm[: n // 2]].mean(0), values[perm[n // 2 :]].mean(0)
-            with warnings.catch_warnings():  # methods tied on a half: no correlation (NaN), no warning
-                warnings.simplefilter("ignore", stats.ConstantInputWarning)
-                rs.append(stats.spearmanr(a, b).statistic)
+        perms = np.stack([rng.permutation(n) for _ in range(n_splits)])  # the draws of one split after another
+        a, b = values[perms[:, : n // 2]].mean(1), values[perms[:, n // 2 :]].mean(1)
+        rs = spearman_rows(a, b)
         r = float(np.nanmean(rs)) if np.isfinite(rs).any() else math.nan
         value = 2 * r / (1 + r) if r > -1 else -1.0  # Spearman-Brown, on the mean correlation over splits
         rows.append(dict(model=model, metric=metric, split_half=value, n_common=n))
@@ -222,14 +238,18 @@ def split_half(samples: pd.DataFrame, n_splits: int = 100, seed: int = 0) -> pd.
 
 
 def skill_scores(
-    results: pd.DataFrame, samples: pd.DataFrame, alpha: float = 0.05, random: str = "random", oracle: str = "oracle"
+    results: pd.DataFrame,
+    samples: pd.DataFrame,
+    alpha: float = 0.05,
+    random: str = "random",
+    oracle: str = "oracle",
+    tables: dict | None = None,
 ) -> pd.DataFrame:
     """Per (model, metric, method) with a ``random`` control: ``skill`` (oracle-scaled) or ``margin`` over random,
     ``p_vs_random`` (one-sided Wilcoxon, Holm-corrected over the table) and ``beats_random``."""
     sign = _direction(results)
     rows = []
-    for (model, metric), part in samples.groupby(TABLE, sort=False):
-        wide = _wide(part)
+    for (model, metric), wide in (wide_tables(samples) if tables is None else tables).items():
         if random not in wide.columns:
             continue
         d = sign.get((model, metric), 1.0)
@@ -237,10 +257,15 @@ def skill_scores(
         s_random = means[random]
         span = means[oracle] - s_random if oracle in wide.columns else math.nan
         others = [m for m in wide.columns if m != random]  # the oracle too: its skill is 1 by definition
-        pvals = []
+        values = wide.to_numpy()
+        defined = ~np.isnan(values)
+        r = wide.columns.get_loc(random)
+        diffs = []
         for method in others:
-            both = wide[[method, random]].dropna()
-            pvals.append(wilcoxon_p(d * (both[method] - both[random]).to_numpy(), alternative="greater"))
+            j = wide.columns.get_loc(method)
+            both = defined[:, j] & defined[:, r]
+            diffs.append(d * (values[both, j] - values[both, r]))
+        pvals = wilcoxon_many(diffs, alternative="greater")
         adjusted = holm(np.asarray(pvals, dtype=float))
         for method, p, q in zip(others, pvals, adjusted, strict=True):
             scaled = np.isfinite(span) and span != 0

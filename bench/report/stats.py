@@ -19,6 +19,7 @@ from faithbench.bench.report.statistics import (
     rerun_agreement,
     skill_scores,
     split_half,
+    wide_tables,
 )
 from faithbench.bench.report.style import WIDTH_IN, save
 from faithbench.bench.run.results import contestants, first_runs, with_job_columns
@@ -92,11 +93,13 @@ def leaderboard_stats(
         return LeaderboardStats(empty, agreement, empty, empty, empty, alpha, n_boot)
     skill = skill_scores(results, samples, alpha=alpha)
     samples = contestants(samples)
-    tests = paired_tests(methods, samples, alpha=alpha)
-    ranks = rank_stability(methods, samples, n_boot=n_boot, seed=seed)
+    tables = wide_tables(samples)  # the per-table pivots, built once for the three statistics below
+    tests = paired_tests(methods, samples, alpha=alpha, tables=tables)
+    ranks = rank_stability(methods, samples, n_boot=n_boot, seed=seed, tables=tables)
     key = ["model", "metric", "method"]
     table = tests.merge(ranks, on=key, how="left") if not ranks.empty else tests
-    stats = LeaderboardStats(table, agreement, split_half(samples, seed=seed), skill, reruns, alpha, n_boot)
+    reliability = split_half(samples, seed=seed, tables=tables)
+    stats = LeaderboardStats(table, agreement, reliability, skill, reruns, alpha, n_boot)
     for r in table.itertuples():
         if r.tied_best:
             p1 = getattr(r, "p_rank1", np.nan)

@@ -76,9 +76,13 @@ def side_legend(fig: Any, handles: list, labels: list[str], width_in: float, **l
 def save(fig: Any, path: Path, plt: Any) -> Path:
     """Write ``fig`` as a PNG at :data:`DPI`, reduced to a 256-colour palette: the report page embeds every figure,
     and the maps' noise makes full-colour PNGs several times larger for no visible gain."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight", pad_inches=0.08, facecolor="white")
+    buffer = io.BytesIO()  # raw RGBA, not a PNG: it is quantized and encoded once below
+    fig.savefig(buffer, format="rgba", dpi=DPI, bbox_inches="tight", pad_inches=0.08, facecolor="white")
+    renderer = fig.canvas.renderer  # the cropped canvas the figure was just printed on: the raw image's size
+    size = (int(renderer.width), int(renderer.height))
     plt.close(fig)
-    image = Image.open(buffer).convert("RGB")
+    if size[0] * size[1] * 4 != buffer.getbuffer().nbytes:
+        raise RuntimeError(f"raw figure of {buffer.getbuffer().nbytes} bytes is not {size[0]} x {size[1]} RGBA")
+    image = Image.frombuffer("RGBA", size, buffer.getbuffer(), "raw", "RGBA", 0, 1).convert("RGB")
     image.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(path, optimize=True)
     return path
