@@ -30,7 +30,7 @@ from torch import Tensor
 OMEGA = 1.0  # Jacobi damping: D^-1 A has eigenvalues in (0, 4/3], so omega < 1.5 keeps the smoother convergent
 _MIN_SIDE = 3  # no level with a side under this
 _MAX_LEVELS = 6  # levels at most (K + 1)
-_COARSE_SWEEPS = 4  # Jacobi sweeps on the coarsest level
+_COARSE_SWEEPS = 2  # Jacobi sweeps on the coarsest level
 _PAD_SLACK = 1.1  # pad a side by at most 10 % to get one more level
 
 
@@ -46,8 +46,11 @@ def _dot(a: Tensor, b: Tensor) -> Tensor:
     return torch.linalg.vecdot(a.flatten(2), b.flatten(2))[..., None, None]
 
 
-def _restrict(r: Tensor) -> Tensor:
-    """Sums of 2 x 2 cells (even sides): P^T of the cell-copy prolongation."""
+def cell_sums(r: Tensor) -> Tensor:
+    """Sums of 2 x 2 cells, an odd side padded with a zero (on the levels: P^T of the cell-copy prolongation)."""
+    h, w = r.shape[-2:]
+    if h % 2 or w % 2:
+        r = F.pad(r, (0, w % 2, 0, h % 2))
     rows = r[..., 0::2, :] + r[..., 1::2, :]
     return rows[..., 0::2] + rows[..., 1::2]
 
@@ -87,10 +90,10 @@ def levels(m: Tensor, inside: Tensor, k: int) -> list[Level]:
     sync per coarse level: it stops where no image has a coarse unknown)."""
     out = [Level(m, inside)]
     for _ in range(k):
-        m = (_restrict(m) == 4).to(m.dtype)  # a cell is unknown if all its fine pixels are
+        m = (cell_sums(m) == 4).to(m.dtype)  # a cell is unknown if all its fine pixels are
         if not bool(m.any()):
             break
-        inside = (_restrict(inside) == 4).to(m.dtype)
+        inside = (cell_sums(inside) == 4).to(m.dtype)
         out.append(Level(m, inside))
     return out
 
@@ -103,7 +106,7 @@ def vcycle(grids: list[Level], r: Tensor, k: int = 0) -> Tensor:
         for _ in range(_COARSE_SWEEPS - 1):
             z = z.addcmul(g.smooth, r - g.apply(z))
         return z
-    coarse = vcycle(grids, grids[k + 1].m * _restrict(r - g.apply(z)), k + 1)
+    coarse = vcycle(grids, grids[k + 1].m * cell_sums(r - g.apply(z)), k + 1)
     b, c, h, w = r.shape
     cols = coarse[..., None].expand(b, c, h // 2, w // 2, 2).reshape(b, c, h // 2, 1, w)  # each cell twice
     z = z.view(b, c, h // 2, 2, w).addcmul(g.m.view(-1, 1, h // 2, 2, w), cols).view(b, c, h, w)

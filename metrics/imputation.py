@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from faithbench.metrics._laplace import solve, stencil
+from faithbench.metrics._laplace import cell_sums, solve, stencil
 
 ROAD_NOISE = 0.01  # ROAD's default sigma (image space)
 ROAD_TOL = 1e-5  # max |M r| of a converged image: the V-cycle's estimate of the error left, image units
@@ -89,18 +89,38 @@ def road_noise(ids: Tensor, shape: tuple[int, ...], *, noise: float, seed: int, 
     return (noise * hashed_normal(ids, shape, seed=seed, stream=STREAM_ROAD)).to(dtype)
 
 
-def _pull_push(values: Tensor, known: Tensor, fallback: Tensor) -> Tensor:
-    """A smooth fill of the unknown pixels from the known ones (weighted means over a 2 x 2 pyramid, coarse
-    estimates interpolated back where a level has no known pixel): CG's starting point. (N, 1, H, W)."""
-    nums, dens = [values * known], [known]
+def _pull_push(kept: Tensor, known: Tensor, fallback: Tensor) -> Tensor:
+    """A smooth fill from the known pixels (``kept`` = values * ``known``): means of the known pixels of 2 x 2
+    cells, level by level, and back down each level's known means, bilinearly interpolated from the coarser
+    level where a cell has no known pixel (``fallback`` where none has). CG's start on the removed pixels."""
+    nums, dens = [kept], [known]
     while min(nums[-1].shape[-2:]) > 1:
-        nums.append(F.avg_pool2d(nums[-1], 2, ceil_mode=True))
-        dens.append(F.avg_pool2d(dens[-1], 2, ceil_mode=True))
+        nums.append(cell_sums(nums[-1]))
+        dens.append(cell_sums(dens[-1]))
     est = torch.where(dens[-1] > 0, nums[-1] / dens[-1].clamp(min=1e-30), fallback)
-    for num, den in zip(reversed(nums[:-1]), reversed(dens[:-1]), strict=True):
-        coarse = F.interpolate(est, size=num.shape[-2:], mode="bilinear", align_corners=False)
-        est = torch.where(den > 0, num / den.clamp(min=1e-30), coarse)
-    return est
+    for num, den in zip(reversed(nums[1:-1]), reversed(dens[1:-1]), strict=True):
+        est = torch.where(den > 0, num / den.clamp(min=1e-30), _bilinear(est, num.shape[-2:]))
+    return _bilinear(est, kept.shape[-2:])
+
+
+def _bilinear(x: Tensor, size: tuple[int, ...]) -> Tensor:
+    """(B, C, h, w) bilinearly resized to ``size``, one channel at a time (PyTorch's CPU kernel is 3x slower
+    on 3 channels than on 3 single-channel images)."""
+    b, c = x.shape[:2]
+    out = F.interpolate(x.reshape(b * c, 1, *x.shape[-2:]), size=tuple(size), mode="bilinear", align_corners=False)
+    return out.view(b, c, *size)
+
+
+def _check(images: Tensor, removed: Tensor, tol: float, max_iter: int) -> None:
+    if images.dim() != 4 or removed.shape != (images.shape[0], *images.shape[-2:]):
+        raise ValueError(
+            f"images must be (B, c, H, W) and removed (B, H, W) bool; got {tuple(images.shape)} and "
+            f"{tuple(removed.shape)}"
+        )
+    if not images.is_floating_point():
+        raise TypeError(f"images must be floating point in [0, 1], got dtype {images.dtype}")
+    if not tol > 0 or isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
+        raise ValueError(f"tol must be > 0 and max_iter a positive integer, got tol={tol!r}, max_iter={max_iter!r}")
 
 
 @torch.no_grad()
@@ -120,22 +140,28 @@ def linear_imputation(
     ``fallback``: a value or per-channel (c,) / (B, c) values for images with every pixel removed. Solves in
     ``dtype`` (float32 reaches ``tol`` down to ~1e-6; float64 below).
     """
-    if images.dim() != 4 or removed.shape != (images.shape[0], *images.shape[-2:]):
-        raise ValueError(
-            f"images must be (B, c, H, W) and removed (B, H, W) bool; got {tuple(images.shape)} and "
-            f"{tuple(removed.shape)}"
-        )
-    if not images.is_floating_point():
-        raise TypeError(f"images must be floating point in [0, 1], got dtype {images.dtype}")
-    if not tol > 0 or isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
-        raise ValueError(f"tol must be > 0 and max_iter a positive integer, got tol={tol!r}, max_iter={max_iter!r}")
+    _check(images, removed, tol, max_iter)
+    return _impute(images, removed, tol, max_iter, fallback, dtype, None)
+
+
+@torch.no_grad()
+def _impute(
+    images: Tensor,
+    removed: Tensor,
+    tol: float,
+    max_iter: int,
+    fallback: float | Tensor,
+    dtype: torch.dtype,
+    eps: Tensor | None,
+) -> tuple[Tensor, int, float]:
+    """:func:`linear_imputation` without the checks, plus ``eps`` (B, c, H, W) on the removed pixels if given."""
     b, c, h, w = images.shape
     x_img = images.to(dtype)
     m = removed.to(dtype).unsqueeze(1)  # (B, 1, H, W), 1 = removed: one mask for the c channels' systems
     fb = torch.as_tensor(fallback, dtype=dtype, device=images.device)
     fb = (fb.expand(b, c) if fb.dim() <= 1 else fb).reshape(b, c, 1, 1)
     kept = x_img * (1 - m)
-    x0 = m * _pull_push(x_img, 1 - m, fb)
+    x0 = m * _pull_push(kept, 1 - m, fb)
     rhs = (m / 12) * stencil(kept)  # sum_{j kept} w_ij x_j: kept is 0 at i, so the stencil's centre adds nothing
     x, its, worst = solve(rhs, x0, m, tol, max_iter)
     if worst > tol:
@@ -146,7 +172,7 @@ def linear_imputation(
             stacklevel=3,
         )
     out = x.to(images.dtype)
-    return torch.where(removed.unsqueeze(1), out, images), its, worst
+    return torch.where(removed.unsqueeze(1), out if eps is None else out + eps, images), its, worst
 
 
 def noisy_linear_imputation(
@@ -167,12 +193,12 @@ def noisy_linear_imputation(
     """
     if not noise >= 0:
         raise ValueError(f"noise must be a standard deviation >= 0 (image units), got {noise!r}")
-    out, _, _ = linear_imputation(images, removed, tol=tol, max_iter=max_iter, fallback=fallback, dtype=dtype)
+    _check(images, removed, tol, max_iter)
+    eps = None
     if noise > 0:
         ids = torch.arange(len(images), device=images.device) if ids is None else ids.to(images.device)
         eps = road_noise(ids, tuple(images.shape[1:]), noise=noise, seed=seed, dtype=images.dtype)
-        out = torch.where(removed.unsqueeze(1), out + eps, out)
-    return out
+    return _impute(images, removed, tol, max_iter, fallback, dtype, eps)[0]
 
 
 def road_fill(
@@ -197,11 +223,8 @@ def road_fill(
 
     def fill(job_samples: Tensor, removed: Tensor) -> Tensor:
         removed = removed.reshape(len(job_samples), *shape[-2:])
-        imputed, _, _ = linear_imputation(
-            images[job_samples], removed, tol=tol, max_iter=max_iter, fallback=fallback, dtype=dtype
-        )
-        if eps is not None:
-            imputed = torch.where(removed.unsqueeze(1), imputed + eps[job_samples], imputed)
+        noise_field = None if eps is None else eps[job_samples]
+        imputed, _, _ = _impute(images[job_samples], removed, tol, max_iter, fallback, dtype, noise_field)
         return encode(imputed)
 
     return fill

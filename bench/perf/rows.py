@@ -179,8 +179,8 @@ def _metric_rows(
             chunk_size=sizes.chunk_size,
         ),
         b,
-        f"{len(sizes.road_fractions)} fractions, noisy linear imputation (CG) on the device: the limit is the model "
-        "calls alone",
+        f"{len(sizes.road_fractions)} fractions, noisy linear imputation (multigrid-preconditioned CG, float32) on the "
+        "device: the limit is the model calls alone",
         replayed,
     )
     if quantus is None:

@@ -145,7 +145,7 @@ def test_noise_free_imputation_equals_quantus_noisy_linear_imputer(channels, sid
         removed = blob(side, 0.9, 3)
     ours, _, _ = linear_imputation(images, removed)
     theirs = quantus_imputation(images, removed)
-    assert (ours.double() - theirs).abs().max() < 1e-4
+    assert (ours.double() - theirs).abs().max() < 3e-5  # float32, tol 1e-5: measured 7.6e-6 .. 1.2e-5
 
 
 class Recorder(nn.Module):
