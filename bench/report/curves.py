@@ -3,6 +3,8 @@ per metric, each method its own colour and marker, the controls as grey referenc
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,39 +53,44 @@ def _panel(ax: Any, stats: pd.DataFrame, spec: Any, row: pd.Series | None, metho
     ax.grid(alpha=0.3, linewidth=0.6)
 
 
-def curve_figures(curves: pd.DataFrame, results: pd.DataFrame, out: Path, plt: Any) -> list[Path]:
-    """``curves_<model>.png`` for every model with curves: its curve metrics side by side (registry order), the
-    methods in the report's order and colours, the controls grey and dashed; shaded: 95 % interval of the mean."""
+def curve_jobs(curves: pd.DataFrame, results: pd.DataFrame, out: Path) -> list[Callable[[Any], Path]]:
+    """One job per model with curves, in the report's order: given ``plt``, it draws and writes the model's
+    ``curves_<model>.png`` (:func:`curve_figures`; the report draws the jobs side by side)."""
     metrics, models = set(curves["metric"].unique()), set(curves["model"].unique())  # once: curves has ~1e6 rows
     specs = [METRICS.get(m) for m in METRICS if m in metrics]
     if not specs:
         return []
     rows = results.drop_duplicates("metric").set_index("metric")
     means = _mean_curves(curves)
-    paths = []
-    for model in [m for m in model_order(results) if m in models] + sorted(models - set(results["model"])):
-        part = means[means["model"] == model]
-        shown = [s for s in specs if (part["metric"] == s.name).any()]
-        methods = method_order(part["method"])
-        n_cols = min(COLUMNS, len(shown))
-        n_rows = -(-len(shown) // n_cols)
-        legend_in = 2.4  # the legend's column at the right
-        panel_w = min(4.4, (WIDTH_IN - legend_in) / n_cols)
-        fig, axes = plt.subplots(
-            n_rows, n_cols, figsize=(panel_w * n_cols + legend_in, 3.3 * n_rows + 0.5), squeeze=False
-        )
-        for ax, spec in zip(axes.flat, shown, strict=False):
-            row = rows.loc[spec.name] if spec.name in rows.index else None
-            _panel(ax, part[part["metric"] == spec.name], spec, row, methods)
-        for ax in list(axes.flat)[len(shown) :]:
-            ax.set_visible(False)
-        handles, labels = {}, []
-        for ax in axes.flat:
-            for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
-                if label not in handles:
-                    handles[label] = h
-                    labels.append(label)
-        fig.suptitle(f"{model}: mean curves over the samples (grey dashed: controls)", fontsize=12, x=0.01, ha="left")
-        side_legend(fig, [handles[label] for label in labels], labels, legend_in, h_pad=1.6, w_pad=1.4)
-        paths.append(save(fig, out / f"curves_{model}.png", plt))
-    return paths
+    order = [m for m in model_order(results) if m in models] + sorted(models - set(results["model"]))
+    return [partial(_model_figure, model, means[means["model"] == model], specs, rows, out) for model in order]
+
+
+def curve_figures(curves: pd.DataFrame, results: pd.DataFrame, out: Path, plt: Any) -> list[Path]:
+    """``curves_<model>.png`` for every model with curves: its curve metrics side by side (registry order), the
+    methods in the report's order and colours, the controls grey and dashed; shaded: 95 % interval of the mean."""
+    return [job(plt) for job in curve_jobs(curves, results, out)]
+
+
+def _model_figure(model: str, part: pd.DataFrame, specs: list, rows: pd.DataFrame, out: Path, plt: Any) -> Path:
+    shown = [s for s in specs if (part["metric"] == s.name).any()]
+    methods = method_order(part["method"])
+    n_cols = min(COLUMNS, len(shown))
+    n_rows = -(-len(shown) // n_cols)
+    legend_in = 2.4  # the legend's column at the right
+    panel_w = min(4.4, (WIDTH_IN - legend_in) / n_cols)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(panel_w * n_cols + legend_in, 3.3 * n_rows + 0.5), squeeze=False)
+    for ax, spec in zip(axes.flat, shown, strict=False):
+        row = rows.loc[spec.name] if spec.name in rows.index else None
+        _panel(ax, part[part["metric"] == spec.name], spec, row, methods)
+    for ax in list(axes.flat)[len(shown) :]:
+        ax.set_visible(False)
+    handles, labels = {}, []
+    for ax in axes.flat:
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if label not in handles:
+                handles[label] = h
+                labels.append(label)
+    fig.suptitle(f"{model}: mean curves over the samples (grey dashed: controls)", fontsize=12, x=0.01, ha="left")
+    side_legend(fig, [handles[label] for label in labels], labels, legend_in, h_pad=1.6, w_pad=1.4)
+    return save(fig, out / f"curves_{model}.png", plt)

@@ -3,7 +3,9 @@ statistics files, the metric-agreement heatmap and the rank-interval plot."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -152,66 +154,73 @@ def agreement_heatmap(stats: LeaderboardStats, out: Path, plt: Any, sns: Any) ->
     return save(fig, out / "metric_agreement.png", plt)
 
 
-def rank_interval_plot(stats: LeaderboardStats, out: Path, plt: Any, sns: Any) -> list[Path]:
-    """``rank_intervals_<model>.png`` per model: a panel per metric, each method's 95 % bootstrap rank interval (bar,
-    in the method's colour; the methods in the report's order on every panel) and P(rank 1)."""
+def rank_interval_jobs(stats: LeaderboardStats, out: Path) -> list[Callable[[Any], Path]]:
+    """One job per model, in the run's order: given ``plt``, it draws and writes ``rank_intervals_<model>.png``
+    (:func:`rank_interval_plot`; the report draws the jobs side by side)."""
     if stats.table.empty or "rank_low" not in stats.table:
         return []
     table = stats.table.dropna(subset=["rank_low"])
-    paths = []
-    for model, part in table.groupby("model", sort=False):
-        metrics = list(dict.fromkeys(part["metric"]))
-        methods = method_order(part["method"])
-        n_cols = min(4, len(metrics))
-        n_rows = -(-len(metrics) // n_cols)
-        height = 0.2 * len(methods) + 1.0
-        fig, axes = plt.subplots(
-            n_rows,
-            n_cols,
-            figsize=(min(WIDTH_IN, 3.4 * n_cols + 1.6), height * n_rows + 0.6),
-            squeeze=False,
-            sharey=True,
+    return [partial(_rank_intervals, model, part, out) for model, part in table.groupby("model", sort=False)]
+
+
+def rank_interval_plot(stats: LeaderboardStats, out: Path, plt: Any, sns: Any) -> list[Path]:
+    """``rank_intervals_<model>.png`` per model: a panel per metric, each method's 95 % bootstrap rank interval (bar,
+    in the method's colour; the methods in the report's order on every panel) and P(rank 1)."""
+    return [job(plt) for job in rank_interval_jobs(stats, out)]
+
+
+def _rank_intervals(model: str, part: pd.DataFrame, out: Path, plt: Any) -> Path:
+    metrics = list(dict.fromkeys(part["metric"]))
+    methods = method_order(part["method"])
+    n_cols = min(4, len(metrics))
+    n_rows = -(-len(metrics) // n_cols)
+    height = 0.2 * len(methods) + 1.0
+    fig, axes = plt.subplots(
+        n_rows,
+        n_cols,
+        figsize=(min(WIDTH_IN, 3.4 * n_cols + 1.6), height * n_rows + 0.6),
+        squeeze=False,
+        sharey=True,
+    )
+    y = {m: i for i, m in enumerate(methods)}
+    for ax, metric in zip(axes.flat, metrics, strict=False):
+        rows = part[part["metric"] == metric]
+        ys = [y[m] for m in rows["method"]]
+        ax.hlines(
+            ys,
+            rows["rank_low"] - 0.3,
+            rows["rank_high"] + 0.3,
+            colors=list(map(method_colour, rows["method"])),
+            linewidth=6,
         )
-        y = {m: i for i, m in enumerate(methods)}
-        for ax, metric in zip(axes.flat, metrics, strict=False):
-            rows = part[part["metric"] == metric]
-            ys = [y[m] for m in rows["method"]]
-            ax.hlines(
-                ys,
-                rows["rank_low"] - 0.3,
-                rows["rank_high"] + 0.3,
-                colors=list(map(method_colour, rows["method"])),
-                linewidth=6,
-            )
-            n = len(methods)
-            for r in rows.itertuples():  # P(rank 1) in a column right of the ranks, where it is not ~0
-                mark = "★ " if r.best else "≈ " if r.tied_best else ""
-                p1 = f"{r.p_rank1:.2f}" if np.isfinite(r.p_rank1) else ""
-                if mark or r.p_rank1 >= 0.005:
-                    ax.text(n + 2.4, y[r.method], f"{mark}{p1}", va="center", ha="right", fontsize=7.5)
-            ax.axvline(n + 0.7, color="#cccccc", linewidth=0.8)
-            ax.set_xlim(0.4, n + 2.5)
-            ax.set_xticks(range(1, n + 1, 1 if n <= 10 else 2))
-            ax.set_title(metric.replace("_", " "), fontsize=9.5)
-            ax.grid(axis="x", alpha=0.3)
-            ax.tick_params(labelsize=8)
-        axes[0, 0].set_yticks(range(len(methods)), [m.replace("_", " ") for m in methods])
-        axes[0, 0].invert_yaxis()
-        for k, ax in enumerate(axes.flat):  # the lowest panel of each column
-            if k < len(metrics) and k + n_cols >= len(metrics):
-                ax.set_xlabel("rank (95 % bootstrap interval)", fontsize=8)
-        for ax in list(axes.flat)[len(metrics) :]:
-            ax.set_visible(False)
-        fig.suptitle(
-            f"{model}: 95 % bootstrap rank interval per metric (1 = best); right: P(rank 1) (blank: < 0.005), "
-            "★ best, ≈ not significantly worse",
-            fontsize=11,
-            x=0.01,
-            ha="left",
-        )
-        fig.tight_layout()
-        paths.append(save(fig, out / f"rank_intervals_{model}.png", plt))
-    return paths
+        n = len(methods)
+        for r in rows.itertuples():  # P(rank 1) in a column right of the ranks, where it is not ~0
+            mark = "★ " if r.best else "≈ " if r.tied_best else ""
+            p1 = f"{r.p_rank1:.2f}" if np.isfinite(r.p_rank1) else ""
+            if mark or r.p_rank1 >= 0.005:
+                ax.text(n + 2.4, y[r.method], f"{mark}{p1}", va="center", ha="right", fontsize=7.5)
+        ax.axvline(n + 0.7, color="#cccccc", linewidth=0.8)
+        ax.set_xlim(0.4, n + 2.5)
+        ax.set_xticks(range(1, n + 1, 1 if n <= 10 else 2))
+        ax.set_title(metric.replace("_", " "), fontsize=9.5)
+        ax.grid(axis="x", alpha=0.3)
+        ax.tick_params(labelsize=8)
+    axes[0, 0].set_yticks(range(len(methods)), [m.replace("_", " ") for m in methods])
+    axes[0, 0].invert_yaxis()
+    for k, ax in enumerate(axes.flat):  # the lowest panel of each column
+        if k < len(metrics) and k + n_cols >= len(metrics):
+            ax.set_xlabel("rank (95 % bootstrap interval)", fontsize=8)
+    for ax in list(axes.flat)[len(metrics) :]:
+        ax.set_visible(False)
+    fig.suptitle(
+        f"{model}: 95 % bootstrap rank interval per metric (1 = best); right: P(rank 1) (blank: < 0.005), "
+        "★ best, ≈ not significantly worse",
+        fontsize=11,
+        x=0.01,
+        ha="left",
+    )
+    fig.tight_layout()
+    return save(fig, out / f"rank_intervals_{model}.png", plt)
 
 
 def reliability_text(stats: LeaderboardStats) -> pd.DataFrame:

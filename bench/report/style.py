@@ -77,7 +77,10 @@ def save(fig: Any, path: Path, plt: Any) -> Path:
     """Write ``fig`` as a PNG at :data:`DPI`, reduced to a 256-colour palette: the report page embeds every figure,
     and the maps' noise makes full-colour PNGs several times larger for no visible gain."""
     buffer = io.BytesIO()  # raw RGBA, not a PNG: it is quantized and encoded once below
-    fig.savefig(buffer, format="rgba", dpi=DPI, bbox_inches="tight", pad_inches=0.08, facecolor="white")
+    bbox = "tight"
+    if fig.dpi == DPI and fig.get_layout_engine() is None:  # the tight box without savefig's extra layout draw
+        bbox = fig.get_tightbbox(fig.canvas.get_renderer()).padded(0.08)
+    fig.savefig(buffer, format="rgba", dpi=DPI, bbox_inches=bbox, pad_inches=0.08, facecolor="white")
     renderer = fig.canvas.renderer  # the cropped canvas the figure was just printed on: the raw image's size
     size = (int(renderer.width), int(renderer.height))
     plt.close(fig)
