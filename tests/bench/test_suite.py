@@ -163,6 +163,7 @@ def test_smoke_suite_covers_every_method_and_every_image_metric():
     assert {"truth_correlation", "truth_mass"} <= set(truth.metrics)
     text_metrics = {name for name, spec in METRICS.items() if spec.availability("text") is None}
     assert set(text.metrics) == text_metrics - {"truth_correlation", "truth_mass"}  # the token tier's (truth-text)
+    assert text.tiers == ("truth-text",) and load_suite("text").tiers == ("truth-text",)
     truth_text = load_suite("truth-text")
     assert truth_text.modality == "text" and {"truth_correlation", "truth_mass"} <= set(truth_text.metrics)
     assert set(truth_text.all_methods) <= set(text.all_methods) | set(truth.all_methods)
