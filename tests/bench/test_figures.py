@@ -2,6 +2,7 @@
 model when there are many models, every method in its order.py colour, all-zero maps labelled, the chance level
 named, the controls set apart."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -212,3 +213,15 @@ def test_the_heatmap_sets_the_controls_apart_and_names_the_chance_level(run, tmp
     assert any("✗" in t.get_text() for t in figures[0].axes[0].texts)  # gradient: not better than random
     for fig in figures:
         plt.close(fig)
+
+
+def test_figures_drawn_side_by_side_are_byte_for_byte_the_ones_drawn_one_after_another(run, tmp_path):
+    run_dir, results, stats = run
+    few = results[results["model"].isin(MODELS[:2])]
+    stats = dataclasses.replace(stats, table=stats.table[stats.table["model"].isin(MODELS[:2])])
+    serial = write_plots(run_dir, few, tmp_path / "serial", stats, workers=1)
+    side_by_side = write_plots(run_dir, few, tmp_path / "side_by_side", stats, workers=2)
+    assert [p.name for p in side_by_side] == [p.name for p in serial]
+    assert "rank_intervals_model_1.png" in [p.name for p in serial]
+    for a, b in zip(serial, side_by_side, strict=True):
+        assert a.read_bytes() == b.read_bytes(), a.name
