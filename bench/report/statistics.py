@@ -64,8 +64,8 @@ def _wide(samples: pd.DataFrame) -> pd.DataFrame:
             .rename(columns={"cluster_id": "sample_id"})
         )
     # pivot_table(aggfunc="first") without its cost (~5 ms a table): the first defined value of each (sample, method)
-    rows, ids = pd.factorize(samples["sample_id"], sort=True)
-    cols, methods = pd.factorize(samples["method"], sort=True)
+    rows, ids = pd.factorize(samples["sample_id"], sort=True, use_na_sentinel=False)
+    cols, methods = pd.factorize(samples["method"], sort=True, use_na_sentinel=False)
     values = samples["value"].to_numpy(dtype=float)
     defined = ~np.isnan(values)
     cells = rows[defined] * len(methods) + cols[defined]
