@@ -75,18 +75,15 @@ def hashed_uniform(ids: Tensor, shape: tuple[int, ...], *, seed: int, stream: in
 
 
 def hashed_normal(ids: Tensor, shape: tuple[int, ...], *, seed: int, stream: int) -> Tensor:
-    """(len(ids), *shape) float64 standard normal values: Box-Muller on pairs of hashed uniforms (u_2k, u_2k+1),
-    element k of the first half sqrt(-2 ln u_2k) cos(2 pi u_2k+1), element k of the second half the same with sin."""
-    half = -(-math.prod(shape) // 2)
-    u = hashed_uniform(ids, (half, 2), seed=seed, stream=stream)
-    radius, angle = torch.sqrt(-2.0 * torch.log(u[..., 0])), (2.0 * math.pi) * u[..., 1]
-    z = torch.cat([radius * torch.cos(angle), radius * torch.sin(angle)], dim=1)
-    return z[:, : math.prod(shape)].reshape(len(ids), *shape)
+    """(len(ids), *shape) float64 standard normal values (Box-Muller on two hashed uniforms)."""
+    u1 = hashed_uniform(ids, shape, seed=seed, stream=stream, salt=0)
+    u2 = hashed_uniform(ids, shape, seed=seed, stream=stream, salt=0x68E31DA4)
+    return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(2.0 * math.pi * u2)
 
 
 def road_noise(ids: Tensor, shape: tuple[int, ...], *, noise: float, seed: int, dtype: torch.dtype) -> Tensor:
     """ROAD's imputation noise of the samples ``ids``: noise * N(0, 1) fields (len(ids), *shape) in ``dtype``."""
-    return (noise * hashed_normal(ids, shape, seed=seed, stream=STREAM_ROAD)).to(dtype)
+    return noise * hashed_normal(ids, shape, seed=seed, stream=STREAM_ROAD).to(dtype)
 
 
 def _pull_push(kept: Tensor, known: Tensor, fallback: Tensor) -> Tensor:

@@ -149,7 +149,7 @@ class RoadConfig:
     noise: float = ROAD_NOISE  # imputation noise sigma, image units
     readout: str = "accuracy"  # accuracy | probability
     seed: int = 0  # keys the imputation noise
-    tol: float = ROAD_TOL  # solver tolerance: |pixel - weighted mean of its neighbours|, image units
+    tol: float = ROAD_TOL  # solver tolerance: its estimate of the largest imputation error left, image units
     max_iter: int = ROAD_MAX_ITER  # solver iterations at most
 
     protocols: ClassVar[dict[str, tuple]] = {"readout": ("accuracy", "probability")}  # rescore --sweep

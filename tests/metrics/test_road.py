@@ -189,7 +189,7 @@ def test_a_noise_free_road_curve_equals_quantus_road_on_one_channel():
     removed = (our_inputs != images.unsqueeze(1)).flatten(2).sum(2)
     assert removed.tolist() == [percentages] * b  # floor(f H W) pixels, as Quantus' int(H W p / 100)
     diff = (our_inputs.double() - their_inputs.double()).abs().max()
-    assert diff < 1e-4, diff
+    assert diff < 3e-5, diff  # float32 imputation, tol 1e-5: measured 1.4e-5
     assert ours.curve.mean(dim=0).tolist() == pytest.approx([theirs[p] for p in percentages])
     assert 0 < float(ours.curve.mean()) < 1  # the curve is not trivial: some predictions flip, some do not
 
@@ -263,4 +263,8 @@ def test_imputation_and_its_noise_on_cuda_match_the_cpu():
     ids = torch.tensor([3, 1, 4, 1])
     cpu = noisy_linear_imputation(images, removed, noise=0.01, seed=5, ids=ids)
     cuda = noisy_linear_imputation(images.cuda(), removed.cuda(), noise=0.01, seed=5, ids=ids.cuda())
-    assert (cuda.cpu() - cpu).abs().max() < 1e-5
+    assert (cuda.cpu() - cpu).abs().max() < 6e-5  # float32, tol 1e-5: each within ~3e-5 of the exact solution
+    f64 = {"noise": 0.01, "seed": 5, "tol": 1e-10, "dtype": torch.float64}
+    cpu = noisy_linear_imputation(images.double(), removed, ids=ids, **f64)
+    cuda = noisy_linear_imputation(images.double().cuda(), removed.cuda(), ids=ids.cuda(), **f64)
+    assert (cuda.cpu() - cpu).abs().max() < 1e-8
