@@ -23,6 +23,8 @@ the batch (its systems are no longer iterated).
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -56,23 +58,27 @@ def cell_sums(r: Tensor) -> Tensor:
 
 
 class Level:
-    """One grid: the unknowns ``m`` (B, 1, h, w), the in-image pixels ``inside`` (1, 1, h, w), A's coefficients."""
+    """One grid: its unknowns ``m`` (B, 1, h, w) and A's coefficients ``md`` = m (d + 1/3), ``m12`` = m / 12 and the
+    smoother's ``smooth`` = omega m / d, from the in-image pixels ``inside`` (1, 1, h, w)."""
 
-    def __init__(self, m: Tensor, inside: Tensor) -> None:
-        d = stencil(inside) / 12 - inside / 3  # sum of the in-image weights: 1 inside, 5/12 .. 7/12 at the border
-        self.inside = inside
+    def __init__(self, m: Tensor, inside: Tensor | None = None, coefficients: tuple[Tensor, ...] = ()) -> None:
         self.m = m
-        self.md = m * (d + 1 / 3)
-        self.m12 = m / 12
-        self.smooth = m * (OMEGA / d.clamp(min=1 / 12))
+        if inside is not None:
+            d = stencil(inside) / 12 - inside / 3  # the in-image weights: 1 inside, 5/12 .. 7/12 at the border
+            coefficients = (m * (d + 1 / 3), m / 12, m * (OMEGA / d.clamp(min=1 / 12)))
+        self.md, self.m12, self.smooth = coefficients
 
     def apply(self, u: Tensor) -> Tensor:
         """A u."""
         return torch.addcmul(self.md * u, self.m12, stencil(u), value=-1)
 
+    def residual(self, r: Tensor, u: Tensor) -> Tensor:
+        """r - A u."""
+        return torch.addcmul(torch.addcmul(r, self.md, u, value=-1), self.m12, stencil(u))
+
     def take(self, idx: Tensor) -> Level:
         """The level of the images ``idx`` only."""
-        return Level(self.m[idx], self.inside)
+        return Level(self.m[idx], coefficients=(self.md[idx], self.m12[idx], self.smooth[idx]))
 
 
 def padded_side(side: int) -> tuple[int, int]:
@@ -104,13 +110,13 @@ def vcycle(grids: list[Level], r: Tensor, k: int = 0) -> Tensor:
     z = g.smooth * r
     if k == len(grids) - 1:
         for _ in range(_COARSE_SWEEPS - 1):
-            z = z.addcmul(g.smooth, r - g.apply(z))
+            z = z.addcmul(g.smooth, g.residual(r, z))
         return z
-    coarse = vcycle(grids, grids[k + 1].m * cell_sums(r - g.apply(z)), k + 1)
+    coarse = vcycle(grids, grids[k + 1].m * cell_sums(g.residual(r, z)), k + 1)
     b, c, h, w = r.shape
     cols = coarse[..., None].expand(b, c, h // 2, w // 2, 2).reshape(b, c, h // 2, 1, w)  # each cell twice
     z = z.view(b, c, h // 2, 2, w).addcmul(g.m.view(-1, 1, h // 2, 2, w), cols).view(b, c, h, w)
-    return z.addcmul(g.smooth, r - g.apply(z))
+    return z.addcmul(g.smooth, g.residual(r, z))
 
 
 def solve(
@@ -127,13 +133,13 @@ def solve(
     inside = F.pad(torch.ones(1, 1, h, w, dtype=rhs.dtype, device=rhs.device), pad)
     grids = levels(F.pad(m, pad), inside, min(kh, kw))
     out = F.pad(x0, pad)
-    x, r = out, F.pad(rhs, pad) - grids[0].apply(out)
+    x, r = out, grids[0].residual(F.pad(rhs, pad), out)
     alive = torch.arange(b, device=rhs.device)
     tiny = torch.finfo(rhs.dtype).tiny
     its, worst, p, rz = 0, 0.0, r, r
     while len(alive):
         z = vcycle(grids, r)
-        err = z.abs().amax(dim=(1, 2, 3))
+        err = torch.linalg.vector_norm(z.flatten(1), ord=math.inf, dim=1)  # max |(M r)_i| per image
         errs = err.tolist()  # the iteration's one sync
         worst = max(errs)
         if worst <= tol or its >= max_iter:
