@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import warnings
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
@@ -95,7 +96,9 @@ def _draw(jobs: list[Job], say: Callable[[str], None], workers: int | None) -> l
     _JOBS[:] = jobs  # before the pool forks its workers (all at once, on the first submit)
     pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"))
     try:
-        futures = {i: pool.submit(_draw_one, i) for i in order}
+        with warnings.catch_warnings():  # Python 3.12+ on fork beside torch's threads: the workers never use torch
+            warnings.filterwarnings("ignore", r".*multi-threaded, use of fork\(\)", DeprecationWarning)
+            futures = {i: pool.submit(_draw_one, i) for i in order}
         for i, (label, cost, draw) in enumerate(jobs):
             if cost == 0:
                 say(label)
