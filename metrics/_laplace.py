@@ -123,10 +123,14 @@ def solve(
     rhs: Tensor, x0: Tensor, m: Tensor, tol: float, max_iter: int, compact: float = 0.25
 ) -> tuple[Tensor, int, float]:
     """Preconditioned CG for A x = rhs on the removed pixels ``m`` (B, 1, H, W) of (B, C, H, W) systems, from
-    ``x0`` (zero off ``m``), in the dtype of the arguments. An image is done when max |M r| <= ``tol`` in its C
-    systems (checked every iteration: one sync); the converged images leave the batch once they are ``compact``
-    of it. Stops when all are done or after ``max_iter`` iterations. Returns x (B, C, H, W), the iterations run
-    and the largest final max |M r|."""
+    ``x0`` (zero off ``m``), in the dtype of the arguments; per system, from r = rhs - A x0, p = z = M r:
+
+        alpha = (r . z) / (p . A p),  x += alpha p,  r -= alpha A p,  z' = M r,
+        p = z' + ((r . z') / (r . z)) p.
+
+    An image is done when max |M r| <= ``tol`` in its C systems (checked every iteration: one sync); the
+    converged images leave the batch once they are ``compact`` of it. Stops when all are done or after
+    ``max_iter`` iterations. Returns x (B, C, H, W), the iterations run and the largest final max |M r|."""
     b, c, h, w = rhs.shape
     (hp, kh), (wp, kw) = padded_side(h), padded_side(w)
     pad = (0, wp - w, 0, hp - h)
