@@ -69,8 +69,9 @@ def paired_auroc_of(samples: pd.DataFrame, direction: dict[str, float], pairs: l
         for g, b in pairs:
             if g not in wide or b not in wide:
                 continue
-            both = wide[[g, b]].dropna()
-            diff = d * (both[g] - both[b]).to_numpy(dtype=float)
+            a, c = wide[g].to_numpy(dtype=float), wide[b].to_numpy(dtype=float)
+            both = ~(np.isnan(a) | np.isnan(c))
+            diff = d * (a[both] - c[both])
             wins += int((diff > 0).sum())
             ties += int((diff == 0).sum())
             total += len(diff)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -79,12 +80,12 @@ def write_plots(
 
 def _draw(jobs: list[Job], say: Callable[[str], None], workers: int | None) -> list[Drawn]:
     """Every job's figures, in the jobs' order: drawn here, or by ``workers`` forked processes (the slow ones
-    dispatched first) where there is more than one core and the platform forks. Jobs of cost 0 are drawn here
+    dispatched first) where there is more than one core on Linux. Jobs of cost 0 are drawn here
     meanwhile (the example maps: torch tensors, which a fork of a process that ran torch's thread pool should not
     touch)."""
     n = min(workers or _cores(), len(jobs))
     said = None
-    if n < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    if n < 2 or sys.platform != "linux":  # fork is safe on Linux; macOS' system frameworks may not survive it
         drawn = []
         for label, _, draw in jobs:
             if label != said:
