@@ -207,7 +207,7 @@ def card_figure(card: pd.DataFrame, out: Path, plt: Any) -> Path | None:
     image = ax.imshow(np.ma.masked_invalid(goodness), cmap="RdYlGn", vmin=-1, vmax=1, aspect="auto")
     for (i, j), v in np.ndenumerate(values):
         ax.text(j, i, "–" if v != v else f"{v:.2f}", ha="center", va="center", fontsize=9)
-    ax.set_xticks(range(len(COLUMNS)), COLUMNS)
+    ax.set_xticks(range(len(COLUMNS)), [c.replace(" ", "\n", 1) for c in COLUMNS])  # two lines: no overlap
     ax.set_yticks(
         range(len(card)),
         [
