@@ -49,8 +49,14 @@ class Corruption(AttributionMethod):
         self.base: AttributionMethod = self.methods.get(self.params["of"])()
         caps = self.base.capabilities
         self.capabilities = dataclasses.replace(
-            caps, seeded=type(self).capabilities.seeded, class_specific=True, model_free=False, ground_truth=False
+            caps,
+            seeded=type(self).capabilities.seeded,
+            class_specific=True,
+            model_free=False,
+            ground_truth=False,
+            coarse=caps.coarse and not isinstance(self, Shuffled),  # a shuffled map is per pixel (GridPG smooths it)
         )
+        self.inputs_per_call = self.base.inputs_per_call  # the same chunks as the method it wraps
 
     def _check(self, model: ModelAdapter) -> None:
         self.base.check(model)
@@ -115,7 +121,7 @@ class RandomisedModel(Corruption):
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        self._copy: tuple[object, ModelAdapter] | None = None  # (original module, its randomised adapter)
+        self._copy: tuple[object, tuple[int, ...], ModelAdapter] | None = None  # (module, its versions, randomised)
 
     def _check(self, model: ModelAdapter) -> None:
         super()._check(model)
@@ -124,13 +130,16 @@ class RandomisedModel(Corruption):
 
     def randomised(self, model: ModelAdapter) -> ModelAdapter:
         """``model`` with every parameterised layer re-initialised (gaussian-matched, seeded), built once."""
-        if self._copy is None or self._copy[0] is not model.module:
+        # keyed by the module and its parameters' versions: the randomisation metric re-draws a copy's layers in place
+        versions = tuple(p._version for p in model.module.parameters())
+        if self._copy is None or self._copy[0] is not model.module or self._copy[1] != versions:
             module = copy.deepcopy(model.module)
             gen = torch.Generator().manual_seed(self.params["seed"])
             for _, layer in parameter_layers(module):
                 randomise_layer(layer, "gaussian-matched", gen)
-            self._copy = (model.module, dataclasses.replace(model, module=module, name=f"{model.name} (randomised)"))
-        return self._copy[1]
+            randomised = dataclasses.replace(model, module=module, name=f"{model.name} (randomised)")
+            self._copy = (model.module, versions, randomised)
+        return self._copy[2]
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         return self._base_maps(self.randomised(model), inputs, targets)

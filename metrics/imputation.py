@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from faithbench.metrics._laplace import cell_sums, solve, stencil
+from faithbench.metrics._laplace import cell_sums, refine, solve, stencil
 
 ROAD_NOISE = 0.01  # ROAD's default sigma (image space)
 ROAD_TOL = 1e-5  # max |M r| of a converged image: the V-cycle's estimate of the error left, image units
@@ -161,6 +161,10 @@ def _impute(
     x0 = m * _pull_push(kept, 1 - m, fb)
     rhs = (m / 12) * stencil(kept)  # sum_{j kept} w_ij x_j: kept is 0 at i, so the stencil's centre adds nothing
     x, its, worst = solve(rhs, x0, m, tol, max_iter)
+    if dtype != torch.float64 and worst <= tol:  # a float32 solve's true error can exceed tol: corrected in float64
+        m64 = removed.double().unsqueeze(1)
+        x, more, worst = refine((m64 / 12) * stencil(images.double() * (1 - m64)), x, m, tol, max_iter)
+        its += more
     if worst > tol:
         warnings.warn(
             f"linear imputation stopped after max_iter={max_iter} CG iterations with an error estimate of "

@@ -91,7 +91,7 @@ def corruption_pairs(results: pd.DataFrame) -> list[tuple[str, str]]:
     rows = results[results["method"].isin(CORRUPTION_CONTROLS)].drop_duplicates("method")
     pairs = []
     for method, params in zip(rows["method"], rows["params"], strict=True):
-        of = json.loads(params or "{}").get("method_params", {}).get("of")
+        of = json.loads(params if isinstance(params, str) else "{}").get("method_params", {}).get("of")
         if of:
             pairs.append((of, method))
     return pairs

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from faithbench.attributions import METHODS, get_method
+from faithbench.attributions import CORRUPTION_CONTROLS, METHODS, get_method
 from faithbench.attributions import RUN_CONTROLS as CONTROLS
 from faithbench.bench.run.data import DATASETS, text_tokenizer
 from faithbench.bench.run.suite_files import suite_path, tiers
@@ -225,6 +225,7 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
         raise UserError(
             f"{where} models {', '.join(other)} need real data: pass --data-root (an ImageNet-style folder)"
         )
+    _check_corruption_bases([*methods, *controls], method_params, where)
     return Suite(
         models=models,
         methods=methods,
@@ -254,6 +255,19 @@ def _controls(value: object, where: str) -> tuple[str, ...]:
     if unknown:
         raise UserError(f"{where} unknown control(s) {', '.join(unknown)}; valid controls: {', '.join(CONTROLS)}")
     return tuple(dict.fromkeys(value))
+
+
+def _check_corruption_bases(names: list[str], method_params: dict, where: str) -> None:
+    """A corruption control explains with its method ``of`` at that method's defaults; the report card pairs it with
+    the run's own maps of ``of``, so the suite must leave ``of`` at its defaults too."""
+    for name in (n for n in names if n in CORRUPTION_CONTROLS):
+        of = method_params.get(name, {}).get("of", METHODS.get(name).defaults["of"])
+        if method_params.get(of):
+            raise UserError(
+                f"{where} control {name!r} corrupts {of!r} at its defaults, but [method_params.{of}] sets "
+                f"{', '.join(method_params[of])}: its maps would not be the run's; set [method_params.{name}] of to a "
+                f"method the suite leaves at its defaults (e.g. input_x_gradient), or drop {name!r} from controls"
+            )
 
 
 def load_suite(name_or_path: str) -> Suite:

@@ -1,12 +1,14 @@
 """Corruption controls: a real method's map shuffled, of another class, or on a randomised copy of the model."""
 
+import copy
 import dataclasses
 
 import pytest
 import torch
 
 from faithbench.attributions import ALL_CONTROLS, CORRUPTION_CONTROLS, RUN_CONTROLS, UnsupportedMethodError, get_method
-from faithbench.errors import UnknownNameError
+from faithbench.bench.run.suite import build_suite
+from faithbench.errors import UnknownNameError, UserError
 from faithbench.models.randomise import parameter_layers
 from tests.attributions.test_methods import MODELS
 from tests.text_helpers import random_rows, small_text_model
@@ -98,3 +100,27 @@ def test_corruptions_cost_what_their_base_costs():
     for name in CORRUPTION_CONTROLS:
         method, base = get_method(name, of="integrated_gradients"), get_method("integrated_gradients")
         assert method.model_inputs_per_explanation(model) == base.model_inputs_per_explanation(model)
+
+
+def test_randomised_model_rebuilds_its_copy_when_the_model_changes_in_place():
+    """The randomisation metric re-draws a copy's layers in place between cascade depths (review of 2026-11-26)."""
+    model, x, t = _batch()
+    model = dataclasses.replace(model, module=copy.deepcopy(model.module))
+    method = get_method("randomised_model")
+    first = method.attribute(model, x, t)
+    with torch.no_grad():
+        for p in model.module.parameters():
+            p.mul_(1.5)
+    assert not torch.allclose(method.attribute(model, x, t), first)
+    torch.testing.assert_close(method.attribute(model, x, t), get_method("randomised_model").attribute(model, x, t))
+
+
+def test_a_shuffled_coarse_map_is_not_coarse_and_a_suite_must_leave_the_base_at_its_defaults():
+    assert get_method("other_class", of="gradcam").capabilities.coarse
+    assert not get_method("shuffled", of="gradcam").capabilities.coarse
+    suite = {"name": "s", "dataset": "mnist", "models": ["cnn_mnist"], "methods": ["integrated_gradients"]}
+    suite |= {"metrics": ["gridpg"], "method_params": {"integrated_gradients": {"n_steps": 4}}}
+    build_suite(suite, "suite")  # the default base, input_x_gradient, is at its defaults
+    bad = suite | {"method_params": {**suite["method_params"], "shuffled": {"of": "integrated_gradients"}}}
+    with pytest.raises(UserError, match=r"'shuffled' corrupts 'integrated_gradients' at its defaults.*n_steps"):
+        build_suite(bad, "suite")

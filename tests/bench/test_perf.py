@@ -253,7 +253,8 @@ def test_the_printed_table_shows_medians_with_their_spread(tiny):
 
 
 def test_the_docs_table_states_every_run_and_the_spread_across_runs(tiny, tmp_path, capsys):
-    first = tiny[0].table
+    first = tiny[0].table.copy()
+    first["status"] = "ok"  # the tiny run's own ratios depend on the machine's load: only run 2 is flagged here
     second = first.copy()
     flagged = (second["what"] == "gradient") & (second["implementation"] == "faithbench")
     second.loc[flagged, ["ratio_to_limit", "ratio_to_limit_min", "ratio_to_limit_max"]] = [0.5, 0.4, 0.6]

@@ -72,7 +72,7 @@ def test_suite_errors_name_the_valid_choices(tmp_path):
     with pytest.raises(
         ValueError,
         match="unknown suite 'cifar'; valid suites: bcos-ablation, imagenet, smoke, smoke-text, text, text-b-sweep, "
-        "text-gpu, text-hf, text-topic, truth, vi",
+        "text-gpu, text-hf, text-topic, truth, truth-text, vi",
     ):
         load_suite("cifar")
     with pytest.raises(ValueError, match=r"unknown model\(s\) resnet9 \(did you mean .*resnet18.*\); `python -m bench"):
@@ -574,8 +574,9 @@ def test_rescore_replays_the_stored_maps_exactly_and_reports_flips(tmp_path, cap
     suite.write_text(CONTROLLED)
     out = tmp_path / "run"
     assert main(["run", "--suite", str(suite), "--out", str(out), "--no-progress", "--no-report"]) == 0
-    stored = sorted(p.name for p in (out / "maps").glob("*.pt"))  # the controls are recomputed, not stored
-    assert stored == ["cnn_mnist__gradcam.pt", "cnn_mnist__gradient.pt", "cnn_mnist__input_x_gradient.pt"]
+    stored = sorted(p.name for p in (out / "maps").glob("*.pt"))  # the model-free controls are recomputed, not stored
+    methods = ["gradcam", "gradient", "input_x_gradient", "other_class", "randomised_model", "shuffled"]
+    assert stored == [f"cnn_mnist__{m}.pt" for m in methods]  # the corruption controls ask the model: stored
     base = pd.read_csv(out / "results.csv").set_index(["method", "metric"])
 
     from faithbench.bench.run import rescore as rescore_module
