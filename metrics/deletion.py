@@ -57,10 +57,19 @@ def block_scores(maps: Tensor, block_size: int) -> Tensor:
 
 
 def check_curve_inputs(
-    inputs: Tensor, attributions: Tensor, targets: Tensor, fractions: Sequence[float], activation: str
+    inputs: Tensor,
+    attributions: Tensor,
+    targets: Tensor,
+    fractions: Sequence[float],
+    activation: str,
+    *,
+    name: str = "inputs",
+    allow_zero: bool = True,
+    min_fractions: int = 2,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """The checks of a removal curve's arguments: (channel-summed (B, H, W) maps, targets, fractions (at least two))."""
-    check_tensor(inputs, "inputs", min_dim=4, floating=True)
+    """The checks of a removal curve's arguments: (channel-summed (B, H, W) maps, targets, fractions (at least
+    ``min_fractions``; 0 among them if ``allow_zero``)); ``name``: what the inputs are called in the errors."""
+    check_tensor(inputs, name, min_dim=4, floating=True)
     check_tensor(attributions, "attributions", min_dim=3, floating=True)
     check_choice(activation, "activation", ACTIVATIONS)
     if attributions.dim() == 4:
@@ -68,12 +77,12 @@ def check_curve_inputs(
     b, _, h, w = inputs.shape
     if attributions.shape != (b, h, w):
         raise ValueError(
-            f"attributions must be (B, H, W) or (B, C, H, W) matching inputs {tuple(inputs.shape)}, "
+            f"attributions must be (B, H, W) or (B, C, H, W) matching {name} {tuple(inputs.shape)}, "
             f"got {tuple(attributions.shape)}"
         )
     check_finite(attributions, "attributions")
-    frac = check_fractions(fractions, allow_zero=True)
-    if frac.numel() < 2:
+    frac = check_fractions(fractions, allow_zero=allow_zero)
+    if frac.numel() < min_fractions:
         raise ValueError("the curve's area needs at least two fractions")
     return attributions, check_targets(targets, b), frac
 

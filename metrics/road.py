@@ -29,10 +29,10 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from faithbench.activations import ACTIVATIONS
 from faithbench.config import to_dict
-from faithbench.metrics._checks import check_choice, check_finite, check_fractions, check_targets, check_tensor
+from faithbench.metrics._checks import check_choice, check_fractions
 from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal
+from faithbench.metrics.deletion import check_curve_inputs
 from faithbench.metrics.imputation import ROAD_DTYPE, ROAD_MAX_ITER, ROAD_NOISE, ROAD_TOL, road_fill
 from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
 from faithbench.metrics.types import CurveScores
@@ -89,21 +89,11 @@ def road(
         chunk_size: imputed images per model call.
         dtype: the imputation solver's dtype (float32; float64 for tolerances under ~1e-6).
     """
-    check_tensor(images, "images", min_dim=4, floating=True)
-    check_tensor(attributions, "attributions", min_dim=3, floating=True)
     check_choice(readout, "readout", READOUTS)
-    check_choice(activation, "activation", ACTIVATIONS)
-    if attributions.dim() == 4:
-        attributions = attributions.sum(dim=1)
+    attributions, targets, frac = check_curve_inputs(
+        images, attributions, targets, fractions, activation, name="images", allow_zero=False, min_fractions=1
+    )
     b, _, h, w = images.shape
-    if attributions.shape != (b, h, w):
-        raise ValueError(
-            f"attributions must be (B, H, W) or (B, C, H, W) matching images {tuple(images.shape)}, "
-            f"got {tuple(attributions.shape)}"
-        )
-    check_finite(attributions, "attributions")
-    targets = check_targets(targets, b)
-    frac = check_fractions(fractions, allow_zero=False)
     device = images.device
     ids = torch.arange(b, device=device) if ids is None else ids.to(device)
     if ids.shape != (b,):

@@ -148,25 +148,19 @@ _TOKENS = (
     "and its suppressor, distractor words): its exact token attribution is known (the truth-text data set)"
 )
 _NO_SUPPRESSOR = "truth_tokens without its suppressor weight (the noise word is not cancelled)"
-SPECS = (
+SPECS = tuple(
     ModelSpec(
-        "truth_tokens",
+        name,
         "standard",
         "hand-set",
-        _TOKENS,
-        _adapter("truth_tokens", _TOKENS, True),
+        description,
+        _adapter(name, description, suppressor),
         modality="text",
         dataset=DATASET,
         tokenizer=WORDPIECE,
-    ),
-    ModelSpec(
-        "truth_tokens_nosup",
-        "standard",
-        "hand-set",
-        _NO_SUPPRESSOR,
-        _adapter("truth_tokens_nosup", _NO_SUPPRESSOR, False),
-        modality="text",
-        dataset=DATASET,
-        tokenizer=WORDPIECE,
-    ),
+    )
+    for name, description, suppressor in (
+        ("truth_tokens", _TOKENS, True),
+        ("truth_tokens_nosup", _NO_SUPPRESSOR, False),
+    )
 )
