@@ -4,6 +4,7 @@ import pytest
 import torch
 from torch import nn
 
+from faithbench.bench.run.suite import load_suite
 from faithbench.models.zoo import text as text_zoo
 from faithbench.models.zoo.catalog import RECIPES
 from faithbench.models.zoo.text_training import Plateau
@@ -63,13 +64,15 @@ def test_the_budget_ends_training_that_keeps_improving():
     assert epochs == 3 and p.kept_epoch == 3
 
 
-def test_the_sweep_recipes_train_to_a_plateau_and_the_ci_model_keeps_its_recipe():
+def test_the_sweep_recipes_train_to_a_plateau_and_the_ci_models_keep_their_recipes():
     for tag in ("_b1", "_b1_25", "_b1_5", "_b2", "_b2_5"):
         r = RECIPES.get(f"bcos_minilm3_rt{tag}")
         assert r.params["plateau"] == {"min_delta": 0.005, "patience": 1} and r.params["epochs"] == 5
         assert "until validation accuracy gains < 0.5 points" in r.description
-    ci = RECIPES.get("bcos_minilm3_rt")  # smoke-text's model: its hash (and CI's reference) unchanged
-    assert "plateau" not in ci.params and ci.params["epochs"] == 2
+    for name, epochs in (("bcos_minilm3_rt", 2), ("minilm1_rt", 1), ("bcos_minilm1_rt", 2)):  # no plateau
+        ci = RECIPES.get(name)  # bcos_minilm3_rt: the sweep's B = 1.5 at a fixed budget; *1_rt: smoke-text's models
+        assert "plateau" not in ci.params and ci.params["epochs"] == epochs
+    assert load_suite("smoke-text").models == ("minilm1_rt", "bcos_minilm1_rt")
 
 
 def test_a_plateau_needs_a_validation_split():
