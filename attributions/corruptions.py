@@ -2,8 +2,9 @@
 
 The ground-truth tier plants corruptions of an exact attribution (:mod:`.truth_controls`); on a trained model the
 truth is unknown, but a method's map can still be corrupted in ways that must cost it its faithfulness. Each control
-explains with the method named by its parameter ``of`` (default ``input_x_gradient``: one pass, every model kind;
-the method runs with its own defaults) and corrupts the result:
+explains with the method named by its parameter ``of`` (default ``input_x_gradient``: one pass, every model kind)
+at the parameters ``of_params`` (default: its own defaults; a suite passes its ``[method_params.<of>]``, so that the
+corruption corrupts the run's own maps) and corrupts the result:
 
 - ``shuffled``: the map's values permuted over the features (one seeded permutation of the H x W pixels shared by
   every sample; text: of each sentence's tokens, padding kept): the same values, no longer where the model looked;
@@ -39,14 +40,17 @@ class Corruption(AttributionMethod):
     """A corruption of the maps of the method ``of`` (built from ``methods``, the method registry)."""
 
     capabilities: ClassVar[Capabilities] = Capabilities(text=True)
-    defaults: ClassVar[dict] = {"of": DEFAULT_BASE}
+    defaults: ClassVar[dict] = {"of": DEFAULT_BASE, "of_params": {}}
     methods: ClassVar[Registry]  # bound by faithbench.attributions, whose registry imports this module
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        if self.params["of"] in CORRUPTION_CONTROLS:
-            raise ValueError(f"method {self.name!r} cannot corrupt another corruption ({self.params['of']!r})")
-        self.base: AttributionMethod = self.methods.get(self.params["of"])()
+        of, of_params = self.params["of"], self.params["of_params"]
+        if of in CORRUPTION_CONTROLS:
+            raise ValueError(f"method {self.name!r} cannot corrupt another corruption ({of!r})")
+        if not isinstance(of_params, dict):
+            raise ValueError(f"method {self.name!r} parameter of_params must be a table of {of!r}'s parameters")
+        self.base: AttributionMethod = self.methods.get(of)(**of_params)
         caps = self.base.capabilities
         self.capabilities = dataclasses.replace(
             caps,
@@ -81,7 +85,7 @@ class Shuffled(Corruption):
     name = "shuffled"
     description = "control: a method's map (of, default input_x_gradient) with its values permuted over the features"
     capabilities = Capabilities(text=True, seeded=True)
-    defaults: ClassVar[dict] = {"of": DEFAULT_BASE, "seed": 0}
+    defaults: ClassVar[dict] = {"of": DEFAULT_BASE, "of_params": {}, "seed": 0}
 
     def _keys(self, n: int, device: torch.device) -> Tensor:
         gen = torch.Generator().manual_seed(self.params["seed"])
@@ -117,7 +121,7 @@ class RandomisedModel(Corruption):
         "control: a method's map (of, default input_x_gradient) on a copy of the model with every layer re-drawn"
     )
     capabilities = Capabilities(text=True, seeded=True)
-    defaults: ClassVar[dict] = {"of": DEFAULT_BASE, "seed": 0}
+    defaults: ClassVar[dict] = {"of": DEFAULT_BASE, "of_params": {}, "seed": 0}
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)

@@ -225,7 +225,7 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
         raise UserError(
             f"{where} models {', '.join(other)} need real data: pass --data-root (an ImageNet-style folder)"
         )
-    _check_corruption_bases([*methods, *controls], method_params, where)
+    method_params = _corruption_bases([*methods, *controls], method_params, where)
     return Suite(
         models=models,
         methods=methods,
@@ -257,17 +257,25 @@ def _controls(value: object, where: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
-def _check_corruption_bases(names: list[str], method_params: dict, where: str) -> None:
-    """A corruption control explains with its method ``of`` at that method's defaults; the report card pairs it with
-    the run's own maps of ``of``, so the suite must leave ``of`` at its defaults too."""
+def _corruption_bases(names: list[str], method_params: Mapping, where: str) -> dict:
+    """A corruption control explains with its method ``of`` at the suite's ``[method_params.<of>]`` (its
+    ``of_params``, filled in here): the report card pairs it with the run's own maps of ``of``. Given explicitly,
+    ``of_params`` must equal the suite's (maps of other settings would be paired). Returns the filled copy."""
+    method_params = {k: dict(v) for k, v in method_params.items()}
     for name in (n for n in names if n in CORRUPTION_CONTROLS):
-        of = method_params.get(name, {}).get("of", METHODS.get(name).defaults["of"])
-        if method_params.get(of):
+        own = method_params.get(name, {})
+        of = own.get("of", METHODS.get(name).defaults["of"])
+        suite_params = dict(method_params.get(of, {}))
+        if "of_params" not in own:
+            if suite_params:  # else nothing is recorded: the base runs at its defaults, as before
+                method_params[name] = {**own, "of_params": suite_params}
+        elif own["of_params"] != suite_params:
             raise UserError(
-                f"{where} control {name!r} corrupts {of!r} at its defaults, but [method_params.{of}] sets "
-                f"{', '.join(method_params[of])}: its maps would not be the run's; set [method_params.{name}] of to a "
-                f"method the suite leaves at its defaults (e.g. input_x_gradient), or drop {name!r} from controls"
+                f"{where} control {name!r} corrupts {of!r} with of_params {own['of_params']!r}, but the suite runs "
+                f"{of!r} with {suite_params or 'its defaults'}: the card would pair maps of different settings; drop "
+                f"of_params (the suite's are used)"
             )
+    return method_params
 
 
 def load_suite(name_or_path: str) -> Suite:

@@ -115,12 +115,25 @@ def test_randomised_model_rebuilds_its_copy_when_the_model_changes_in_place():
     torch.testing.assert_close(method.attribute(model, x, t), get_method("randomised_model").attribute(model, x, t))
 
 
-def test_a_shuffled_coarse_map_is_not_coarse_and_a_suite_must_leave_the_base_at_its_defaults():
+def test_a_shuffled_coarse_map_is_not_coarse_and_a_corruption_runs_its_base_at_the_suites_parameters():
     assert get_method("other_class", of="gradcam").capabilities.coarse
     assert not get_method("shuffled", of="gradcam").capabilities.coarse
     suite = {"name": "s", "dataset": "mnist", "models": ["cnn_mnist"], "methods": ["integrated_gradients"]}
     suite |= {"metrics": ["gridpg"], "method_params": {"integrated_gradients": {"n_steps": 4}}}
-    build_suite(suite, "suite")  # the default base, input_x_gradient, is at its defaults
-    bad = suite | {"method_params": {**suite["method_params"], "shuffled": {"of": "integrated_gradients"}}}
-    with pytest.raises(UserError, match=r"'shuffled' corrupts 'integrated_gradients' at its defaults.*n_steps"):
+    plain = build_suite(suite, "suite")  # the default base, input_x_gradient, is at its defaults: nothing recorded
+    assert "of_params" not in plain.method_params.get("shuffled", {})
+    ig = suite | {"method_params": {**suite["method_params"], "shuffled": {"of": "integrated_gradients"}}}
+    built = build_suite(ig, "suite")
+    assert built.method_params["shuffled"] == {"of": "integrated_gradients", "of_params": {"n_steps": 4}}
+    assert "of_params" not in ig["method_params"]["shuffled"]  # the caller's tables are left as they were
+    method = get_method("shuffled", **built.method_params["shuffled"])
+    assert method.base.params["n_steps"] == 4 and get_method("shuffled", of="integrated_gradients").base.params[
+        "n_steps"
+    ] == get_method("integrated_gradients").params["n_steps"]
+    assert build_suite(built.to_dict(), "run.json").method_params == built.method_params  # a run read back
+    other = {"of": "integrated_gradients", "of_params": {"n_steps": 8}}
+    bad = suite | {"method_params": {**suite["method_params"], "shuffled": other}}
+    with pytest.raises(UserError, match=r"'shuffled' corrupts 'integrated_gradients' with of_params .*n_steps.*4"):
         build_suite(bad, "suite")
+    with pytest.raises(UserError, match=r"shuffled.*n_step"):  # the base's parameters are checked by the base
+        build_suite(suite | {"method_params": {"shuffled": {"of_params": {"n_step": 4}}}}, "suite")
