@@ -127,9 +127,11 @@ def test_a_shuffled_coarse_map_is_not_coarse_and_a_corruption_runs_its_base_at_t
     assert built.method_params["shuffled"] == {"of": "integrated_gradients", "of_params": {"n_steps": 4}}
     assert "of_params" not in ig["method_params"]["shuffled"]  # the caller's tables are left as they were
     method = get_method("shuffled", **built.method_params["shuffled"])
-    assert method.base.params["n_steps"] == 4 and get_method("shuffled", of="integrated_gradients").base.params[
-        "n_steps"
-    ] == get_method("integrated_gradients").params["n_steps"]
+    assert (
+        method.base.params["n_steps"] == 4
+        and get_method("shuffled", of="integrated_gradients").base.params["n_steps"]
+        == get_method("integrated_gradients").params["n_steps"]
+    )
     assert build_suite(built.to_dict(), "run.json").method_params == built.method_params  # a run read back
     other = {"of": "integrated_gradients", "of_params": {"n_steps": 8}}
     bad = suite | {"method_params": {**suite["method_params"], "shuffled": other}}
