@@ -14,8 +14,9 @@ default 0.01, in image space: the reference code imputes images in [0, 1] before
 
 The system is symmetric and positive definite whenever some pixel is kept, so it is solved by conjugate
 gradients preconditioned with one multigrid V-cycle (:mod:`faithbench.metrics._laplace`), over all images,
-channels and jobs at once (3 x 3 stencils, no sparse matrices, no per-image loop), started from a pull-push
-pyramid fill of the kept pixels, in ``dtype`` (default float32). The V-cycle M approximates A^-1, so
+channels and jobs at once (3 x 3 stencils, no sparse matrices, no per-image loop; on the CPU in groups of images
+whose systems fit in :data:`CPU_GROUP_BYTES`, so that they stay in cache), started from a pull-push pyramid fill of
+the kept pixels, in ``dtype`` (default float32). The V-cycle M approximates A^-1, so
 e_i = |(M r)_i| with r = b - A x estimates the error left at pixel i; an image has converged when
 
     max_i |(M r)_i| <= tol                     (image units, over its channels; default 1e-5)
@@ -51,6 +52,7 @@ ROAD_NOISE = 0.01  # ROAD's default sigma (image space)
 ROAD_TOL = 1e-5  # max |M r| of a converged image: the V-cycle's estimate of the error left, image units
 ROAD_MAX_ITER = 200  # CG iterations at most (10-15 on 28-224 px images, scattered pixels or one 90 % hole)
 ROAD_DTYPE = torch.float32  # the solver's dtype: float32 reaches ~1e-6; float64 for smaller tolerances
+CPU_GROUP_BYTES = 4 * 2**20  # on the CPU, images are solved in groups whose (c, H, W) systems fit this (cache-sized)
 
 _MASK32 = 0xFFFFFFFF
 _MUL = 0x45D9F3B
@@ -154,12 +156,43 @@ def _impute(
     dtype: torch.dtype,
     eps: Tensor | None,
 ) -> tuple[Tensor, int, float]:
-    """:func:`linear_imputation` without the checks, plus ``eps`` (B, c, H, W) on the removed pixels if given."""
-    b, c, h, w = images.shape
-    x_img = images.to(dtype)
-    m = removed.to(dtype).unsqueeze(1)  # (B, 1, H, W), 1 = removed: one mask for the c channels' systems
+    """:func:`linear_imputation` without the checks, plus ``eps`` (B, c, H, W) on the removed pixels if given. On the
+    CPU the images are solved in groups of :func:`cpu_group` (each group to its own tolerance)."""
+    b, c = images.shape[:2]
     fb = torch.as_tensor(fallback, dtype=dtype, device=images.device)
     fb = (fb.expand(b, c) if fb.dim() <= 1 else fb).reshape(b, c, 1, 1)
+    size = b if images.device.type != "cpu" else cpu_group(images[0].numel(), dtype)
+    outs, its, worst = [], 0, 0.0
+    for s in range(0, b, size):
+        g = slice(s, s + size)
+        x, n, err = _solve_group(images[g], removed[g], tol, max_iter, fb[g], dtype)
+        outs.append(x.to(images.dtype))
+        its, worst = max(its, n), max(worst, err)
+    if worst > tol:
+        warnings.warn(
+            f"linear imputation stopped after max_iter={max_iter} CG iterations with an error estimate of "
+            f"{worst:.2e} (tol {tol:.0e}); raise max_iter or tol",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    out = outs[0] if len(outs) == 1 else torch.cat(outs)
+    return torch.where(removed.unsqueeze(1), out if eps is None else out + eps, images), its, worst
+
+
+def cpu_group(values_per_image: int, dtype: torch.dtype) -> int:
+    """Images per solve on the CPU: as many as keep one (c, H, W) system of each at most :data:`CPU_GROUP_BYTES`
+    (the solver's ~10 arrays then stay in cache: 4.7x faster than one batch of 56 at 224 px on 2 cores, the same at
+    96 px; MNIST's 28 px images are imputed 1,000 at a time, i.e. in one batch)."""
+    return max(1, CPU_GROUP_BYTES // (values_per_image * torch.finfo(dtype).bits // 8))
+
+
+def _solve_group(
+    images: Tensor, removed: Tensor, tol: float, max_iter: int, fb: Tensor, dtype: torch.dtype
+) -> tuple[Tensor, int, float]:
+    """The solution (B, c, H, W) in ``dtype`` (float64 after refinement) on the removed pixels, the iterations run and
+    the largest final error estimate, of images solved together (``fb`` (B, c, 1, 1): the fallback values)."""
+    x_img = images.to(dtype)
+    m = removed.to(dtype).unsqueeze(1)  # (B, 1, H, W), 1 = removed: one mask for the c channels' systems
     kept = x_img * (1 - m)
     x0 = m * _pull_push(kept, 1 - m, fb)
     rhs = (m / 12) * stencil(kept)  # sum_{j kept} w_ij x_j: kept is 0 at i, so the stencil's centre adds nothing
@@ -168,15 +201,7 @@ def _impute(
         m64 = removed.double().unsqueeze(1)
         x, more, worst = refine((m64 / 12) * stencil(images.double() * (1 - m64)), x, m, tol, max_iter)
         its += more
-    if worst > tol:
-        warnings.warn(
-            f"linear imputation stopped after max_iter={max_iter} CG iterations with an error estimate of "
-            f"{worst:.2e} (tol {tol:.0e}); raise max_iter or tol",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-    out = x.to(images.dtype)
-    return torch.where(removed.unsqueeze(1), out if eps is None else out + eps, images), its, worst
+    return x, its, worst
 
 
 def noisy_linear_imputation(

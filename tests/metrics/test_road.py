@@ -8,9 +8,11 @@ from torch import nn
 from faithbench.attributions import get_method
 from faithbench.config import from_table
 from faithbench.errors import UserError
+from faithbench.metrics import imputation
 from faithbench.metrics.imputation import (
     ROAD_TOL,
     STREAM_ROAD,
+    cpu_group,
     hashed_normal,
     linear_imputation,
     noisy_linear_imputation,
@@ -82,6 +84,26 @@ def test_the_solver_converges_on_a_large_hole_and_warns_when_capped():
     with pytest.warns(RuntimeWarning, match="max_iter=2 CG iterations"):
         _, its, error = linear_imputation(images, removed, max_iter=2)
     assert its == 2 and error > ROAD_TOL
+
+
+def test_cpu_groups_solve_each_image_to_tol_and_warn_once(monkeypatch):
+    """On the CPU the images are solved in cache-sized groups: each image is within tol of its exact imputation
+    whatever the group, a group of one gives what one image alone gives, and a capped solve warns once."""
+    images, removed = smooth_images(5, 3, 40), torch.stack([blob(40, f, 1)[0] for f in (0.1, 0.3, 0.5, 0.7, 0.9)])
+    exact, _, _ = linear_imputation(images.double(), removed, tol=1e-12, max_iter=3000, dtype=torch.float64)
+    whole, _, _ = linear_imputation(images, removed)
+    assert cpu_group(3 * 40 * 40, torch.float32) >= 5  # 19 KB an image: one group
+    monkeypatch.setattr(imputation, "CPU_GROUP_BYTES", 3 * 40 * 40 * 4 * 2)  # two images a group
+    assert cpu_group(3 * 40 * 40, torch.float32) == 2
+    grouped, _, error = linear_imputation(images, removed)
+    assert error <= ROAD_TOL
+    for out in (whole, grouped):
+        assert (out.double() - exact).abs().max() < 2 * ROAD_TOL
+    alone = linear_imputation(images[4:], removed[4:])[0]  # the last group holds the fifth image alone
+    torch.testing.assert_close(grouped[4:], alone, rtol=0, atol=0)
+    with pytest.warns(RuntimeWarning, match="max_iter=1 CG iterations") as record:
+        linear_imputation(images, removed, max_iter=1)
+    assert len([w for w in record if "max_iter" in str(w.message)]) == 1
 
 
 @pytest.mark.parametrize("kept", ["corner block", "one pixel", "centre block"])
