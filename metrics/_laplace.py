@@ -37,7 +37,7 @@ REFINE_ROUNDS = 3  # float64 residual corrections at most after a float32 solve
 
 def stencil(u: Tensor) -> Tensor:
     """(S u)_i = sum over the 3 x 3 neighbourhood of i of (1, 2, 1) x (1, 2, 1) weights times u, zero outside
-    (shifted in-place adds: no padded copy, 1.4x faster on the CPU)."""
+    (shifted in-place adds, no padded copy: 1.15x to 1.4x faster on the CPU, 28 to 224 px)."""
     rows = u * 2
     rows[..., 1:, :] += u[..., :-1, :]
     rows[..., :-1, :] += u[..., 1:, :]
