@@ -23,6 +23,8 @@ from faithbench.metrics import (
     sequence_pointing_game,
     sliding_window_maps,
 )
+from faithbench.metrics.imputation import noisy_linear_imputation
+from faithbench.metrics.road import road
 
 DEVICE = torch.device(os.environ.get("FAITHBENCH_BENCH_DEVICE", "cpu"))
 GEN = torch.Generator().manual_seed(0)
@@ -166,6 +168,52 @@ def test_pixel_deletion_16_blocks_of_16px_like_quantus(benchmark, images_64):
     x, a, t = images_64
     model = cnn()
     benchmark(sync(lambda: pixel_deletion(model, x, a, t, block_size=16, fractions=SIXTEEN_STEPS)))
+
+
+ROAD_THREE = [0.1, 0.5, 0.9]  # the suites' three of the authors' seven fractions
+
+
+@pytest.fixture(scope="module")
+def images_224_gray():
+    x = torch.rand(8, 1, 224, 224, generator=GEN).to(DEVICE)
+    a = torch.randn(8, 224, 224, generator=GEN).to(DEVICE)
+    t = torch.randint(0, 10, (8,), generator=GEN).to(DEVICE)
+    return x, a, t
+
+
+@pytest.mark.benchmark(group="road")
+def test_road_imputation_56_rgb_images_224px(benchmark):
+    images = torch.rand(56, 3, 224, 224, generator=GEN).to(DEVICE)  # 8 images x the authors' 7 fractions
+    ranks = torch.randn(8, 224 * 224, generator=GEN).argsort(1, descending=True)
+    counts = [int(f * 224 * 224) for f in (0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 0.9)]
+    removed = torch.cat([torch.zeros(8, 224 * 224).scatter(1, ranks[:, :k], 1.0) for k in counts]).bool()
+    removed = removed.view(56, 224, 224).to(DEVICE)
+    benchmark(sync(lambda: noisy_linear_imputation(images, removed)))
+
+
+@pytest.mark.benchmark(group="road")
+def test_road_8_images_3_fractions_224px_small_cnn(benchmark, images_224_gray):
+    x, a, t = images_224_gray
+    model = cnn(1)
+    benchmark(sync(lambda: road(model, x, a, t, fractions=ROAD_THREE)))
+
+
+@pytest.mark.benchmark(group="road")
+def test_quantus_road_8_images_3_fractions_224px_baseline(benchmark, images_224_gray):
+    quantus = pytest.importorskip("quantus")
+    x, a, t = (v.cpu() for v in images_224_gray)
+    metric = quantus.ROAD(percentages=[int(f * 100) for f in ROAD_THREE], abs=False, normalise=False,
+                          disable_warnings=True)  # fmt: skip
+    kwargs = dict(
+        model=cnn(1).cpu(),
+        x_batch=x.numpy(),
+        y_batch=t.numpy(),
+        a_batch=a[:, None].numpy(),
+        channel_first=True,
+        device="cpu",
+        batch_size=8,
+    )
+    benchmark.pedantic(lambda: metric(**kwargs), rounds=2, iterations=1)  # SciPy's direct solve per image: slow
 
 
 class BagOfEmbeddings(nn.Module):
