@@ -23,8 +23,9 @@ from faithbench.metrics import (
     sequence_pointing_game,
     sliding_window_maps,
 )
+from faithbench.metrics._perturb import feature_ranks
 from faithbench.metrics.imputation import noisy_linear_imputation
-from faithbench.metrics.road import road
+from faithbench.metrics.road import ROAD_FRACTIONS, road
 
 DEVICE = torch.device(os.environ.get("FAITHBENCH_BENCH_DEVICE", "cpu"))
 GEN = torch.Generator().manual_seed(0)
@@ -121,12 +122,17 @@ def test_quantus_complexity_64_maps_224px_baseline(benchmark, maps_224):
     benchmark(lambda: metric(**kwargs))
 
 
+def classified_images(n: int, channels: int, side: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``n`` random images (n, channels, side, side), maps (n, side, side) and targets of 10 classes, on DEVICE."""
+    x = torch.rand(n, channels, side, side, generator=GEN).to(DEVICE)
+    a = torch.randn(n, side, side, generator=GEN).to(DEVICE)
+    t = torch.randint(0, 10, (n,), generator=GEN).to(DEVICE)
+    return x, a, t
+
+
 @pytest.fixture(scope="module")
 def images_64():
-    x = torch.rand(32, 3, 64, 64, generator=GEN).to(DEVICE)
-    a = torch.randn(32, 64, 64, generator=GEN).to(DEVICE)
-    t = torch.randint(0, 10, (32,), generator=GEN).to(DEVICE)
-    return x, a, t
+    return classified_images(32, 3, 64)
 
 
 @pytest.mark.benchmark(group="deletion")
@@ -175,19 +181,14 @@ ROAD_THREE = [0.1, 0.5, 0.9]  # the suites' three of the authors' seven fraction
 
 @pytest.fixture(scope="module")
 def images_224_gray():
-    x = torch.rand(8, 1, 224, 224, generator=GEN).to(DEVICE)
-    a = torch.randn(8, 224, 224, generator=GEN).to(DEVICE)
-    t = torch.randint(0, 10, (8,), generator=GEN).to(DEVICE)
-    return x, a, t
+    return classified_images(8, 1, 224)
 
 
 @pytest.mark.benchmark(group="road")
 def test_road_imputation_56_rgb_images_224px(benchmark):
     images = torch.rand(56, 3, 224, 224, generator=GEN).to(DEVICE)  # 8 images x the authors' 7 fractions
-    ranks = torch.randn(8, 224 * 224, generator=GEN).argsort(1, descending=True)
-    counts = [int(f * 224 * 224) for f in (0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 0.9)]
-    removed = torch.cat([torch.zeros(8, 224 * 224).scatter(1, ranks[:, :k], 1.0) for k in counts]).bool()
-    removed = removed.view(56, 224, 224).to(DEVICE)
+    ranks = feature_ranks(torch.randn(8, 224 * 224, generator=GEN)).view(8, 224, 224)
+    removed = torch.cat([ranks < int(f * 224 * 224) for f in ROAD_FRACTIONS]).to(DEVICE)  # as road removes them
     benchmark(sync(lambda: noisy_linear_imputation(images, removed)))
 
 

@@ -29,8 +29,7 @@ def test_the_masked_operator_is_symmetric_and_positive_on_the_removed_pixels():
     m = (torch.rand(3, 1, 9, 11, generator=g) < 0.6).double()
     m[:, :, 0, 0] = 0  # every image keeps a pixel: the system is positive definite
     level = Level(m, torch.ones(1, 1, 9, 11, dtype=torch.float64))
-    u, v = m * torch.randn(3, 2, 9, 11, generator=g, dtype=torch.float64), torch.randn(3, 2, 9, 11, generator=g)
-    v = m * v.double()
+    u, v = (m * torch.randn(3, 2, 9, 11, generator=g, dtype=torch.float64) for _ in range(2))
     uav, vau = (u * level.apply(v)).sum((-2, -1)), (v * level.apply(u)).sum((-2, -1))
     assert torch.allclose(uav, vau, atol=1e-12)
     assert ((u * level.apply(u)).sum((-2, -1)) > 0).all()
