@@ -131,6 +131,12 @@ KNOWN_IDENTITIES: tuple[KnownIdentity, ...] = (
         lambda model, params: _zero_baseline("integrated_gradients")(model, params) and _piecewise_linear(model),
     ),
     KnownIdentity(
+        ("gradient", "guided_backprop"),
+        "both maps are 0 on a B-cosified model: its first layer is (W, -W) / 2 on [x, 1 - x], so the two channels' "
+        "gradients (plain or guided) are equal and opposite and their channel sum cancels (base.channel_sum)",
+        lambda model, params: model.family in ("bcosified", "aloe") and getattr(model.encoding, "add_inverse", False),
+    ),
+    KnownIdentity(
         ("deeplift", "truth"),
         "DeepLift from the zero baseline is the exact attribution of the hand-set additive patch models (one ReLU "
         "per cell and channel: the rescale rule's multiplier is the secant slope, the Aumann-Shapley share)",

@@ -60,7 +60,10 @@ def test_shared_forward_gives_the_row_by_row_maps_with_fewer_model_calls(name, m
         by_row = torch.cat([method.attribute(model, inputs[i : i + 1], targets[i : i + 1]) for i in range(len(inputs))])
     gap = float((shared - by_row).abs().amax())
     assert gap <= 1e-5 * float(by_row.abs().amax()) + 1e-8, f"{name} on {model_name}: shared maps differ by {gap}"
-    assert not torch.equal(shared[0], shared[1]), "the targets of one input got the same map"
+    if name == "gradient" and model.family == "aloe":  # B-cosified: its channel sum cancels to 0 (test_cancellation)
+        assert not shared.any() and not by_row.any()
+    else:
+        assert not torch.equal(shared[0], shared[1]), "the targets of one input got the same map"
     # 3 inputs x 4 targets and an unrepeated input: 4 distinct inputs instead of 13 rows (per IG step; per
     # layer-0 split for native_normalised, whose two parts each count as calls)
     steps = FAST["integrated_gradients"]["n_steps"] if name == "integrated_gradients" else 1

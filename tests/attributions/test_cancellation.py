@@ -1,0 +1,80 @@
+"""A map whose channel sum cancels to rounding is exactly 0 (attributions.base.channel_sum).
+
+Found on a GPU: the gradient of a B-cosified model differed between CUDA and the CPU by 150 % of its largest value,
+because both were float noise. B-cosification's first layer is (W, -W) / 2 on [x, 1 - x], so d logit / dx and
+d logit / d(1 - x) are equal and opposite and their channel sum is zero in exact arithmetic (1e-7 of the channels'
+magnitude in float32), yet GridPG scored that noise at up to 42 %.
+"""
+
+import pytest
+import torch
+
+from faithbench.attributions import get_method
+from faithbench.attributions.base import CANCELLED_EPS, channel_sum
+from faithbench.models.adapter import ModelAdapter
+from faithbench.models.bcosify import bcosify
+from faithbench.models.data.mnist import MNIST_MEAN, MNIST_STD
+from faithbench.models.encoding import bcos_inverse
+from faithbench.models.nets.architectures import ConvDigitNet, bcos_digit_cnn
+
+GEN = torch.Generator().manual_seed(0)
+G = torch.randn(3, 1, 5, 5, generator=GEN)
+
+
+def test_exact_and_rounding_cancellations_are_zero_and_everything_else_is_the_plain_sum():
+    assert torch.equal(channel_sum(torch.cat([G, -G], 1)), torch.zeros(3, 5, 5))
+    noise = torch.cat([G, -G * (1 + 1e-7)], 1)  # float32 rounding of two backward paths
+    assert torch.equal(channel_sum(noise), torch.zeros(3, 5, 5))
+    real = torch.cat([G, -0.999 * G], 1)  # a 1e-3 residue is a map, however small
+    assert torch.equal(channel_sum(real), real.sum(1))
+    assert channel_sum(real).abs().max() > 0
+
+
+def test_only_the_cancelled_samples_of_a_batch_are_zeroed():
+    maps = torch.cat([G, torch.cat([-G[:1], G[1:]])], 1)  # sample 0 cancels, samples 1 and 2 double
+    out = channel_sum(maps)
+    assert torch.equal(out[0], torch.zeros(5, 5))
+    assert torch.equal(out[1:], 2 * G[1:, 0])
+
+
+def test_the_threshold_is_in_the_dtypes_epsilons():
+    residue = torch.cat([G, -G * (1 - 1e-9)], 1)  # zero to float32's precision, a map to float64's
+    assert torch.equal(channel_sum(residue.double()), residue.double().sum(1))
+    assert torch.equal(channel_sum(residue), torch.zeros(3, 5, 5))
+    eps = torch.finfo(torch.float64).eps
+    at = torch.cat([G, -G + CANCELLED_EPS * eps * 2 * G.abs() * 0.5], 1).double()  # below the line: zero
+    assert channel_sum(at).abs().max() == 0
+
+
+def test_one_channel_and_token_maps_are_summed_as_they_are():
+    tiny = torch.full((2, 1, 4, 4), 1e-30)
+    assert torch.equal(channel_sum(tiny), tiny[:, 0])
+    tokens = torch.randn(2, 384, 7, generator=GEN)  # text: (B, D, T)
+    assert torch.equal(channel_sum(tokens), tokens.sum(1))
+
+
+def bcosified_cnn() -> ModelAdapter:
+    torch.manual_seed(0)
+    net = bcosify(ConvDigitNet(), image_channels=1, mean=MNIST_MEAN, std=MNIST_STD, num_classes=10)
+    return ModelAdapter("bcosified", "bcosified", net.eval(), bcos_inverse(1), 10, (28, 28), activation="sigmoid")
+
+
+def test_the_gradient_of_a_bcosified_model_is_zero_and_its_contributions_are_not():
+    model, images, targets = bcosified_cnn(), torch.rand(4, 1, 28, 28, generator=GEN), torch.tensor([0, 3, 5, 9])
+    x = model.encode(images).requires_grad_(True)
+    grad = torch.autograd.grad(model(x).gather(1, targets.view(-1, 1)).sum(), x)[0]
+    scale = grad.abs().amax()
+    assert scale > 0 and grad.sum(1).abs().amax() < 1e-6 * scale  # the channels cancel to rounding
+    for name in ("gradient", "guided_backprop"):
+        assert torch.equal(get_method(name).attribute(model, model.encode(images), targets), torch.zeros(4, 28, 28))
+    contributions = get_method("input_x_gradient").attribute(model, model.encode(images), targets)
+    assert contributions.abs().amax() > 0.1 * scale  # x * d/dx + (1 - x) * d/d(1 - x) = (2x - 1) d/dx: no cancelling
+
+
+@pytest.mark.parametrize("name", ["gradient", "input_x_gradient"])
+def test_a_bcos_model_trained_as_such_keeps_its_maps(name):
+    torch.manual_seed(0)
+    model = ModelAdapter("bcos", "bcos", bcos_digit_cnn().eval(), bcos_inverse(1), 10, (28, 28), activation="sigmoid")
+    images, targets = torch.rand(4, 1, 28, 28, generator=GEN), torch.tensor([0, 3, 5, 9])
+    maps = get_method(name).attribute(model, model.encode(images), targets)
+    assert (maps.flatten(1).abs().amax(1) > 0).all()
