@@ -35,6 +35,16 @@ def feature_ranks(scores: Tensor, valid: Tensor | None = None) -> Tensor:
     return ranks
 
 
+def unranked(attributions: Tensor, valid: Tensor | None = None) -> Tensor:
+    """(B,) True where a map is 0 on every (valid) feature: it orders no feature before another, so a removal curve
+    over it is the tie order's (by position), not the map's. The removal metrics flag such samples undefined and keep
+    their value (:class:`~faithbench.metrics.types.Scores`); the statistics and the report card leave them out."""
+    nonzero = attributions.reshape(attributions.shape[0], -1) != 0
+    if valid is not None:
+        nonzero = nonzero & valid.reshape(nonzero.shape)
+    return ~nonzero.any(dim=1)
+
+
 def check_class_indices(targets: Tensor, num_classes: int, name: str = "targets") -> None:
     """Every target must index one of the model's ``num_classes`` outputs."""
     bad = (targets < 0) | (targets >= num_classes)

@@ -36,7 +36,7 @@ from faithbench.metrics._checks import (
     check_targets,
     check_tensor,
 )
-from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal
+from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal, unranked
 from faithbench.metrics.baselines import BaselineConfig, unit_baseline
 from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
 from faithbench.metrics.types import CurveScores
@@ -195,7 +195,7 @@ def _block_curve(
     auc = torch.trapezoid(curve, xs, dim=1) / (xs[-1] - xs[0])
     return CurveScores(
         values=auc,
-        undefined=torch.zeros(b, dtype=torch.bool, device=inputs.device),
+        undefined=unranked(attributions),
         curve=curve,
         fractions=xs,
     )

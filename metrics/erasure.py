@@ -37,7 +37,7 @@ from torch import Tensor
 from faithbench.activations import ACTIVATIONS
 from faithbench.config import to_dict
 from faithbench.metrics._checks import check_choice, check_finite, check_fractions, check_targets, check_tensor
-from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal
+from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal, unranked
 from faithbench.metrics.baselines import BaselineConfig, unit_baseline
 from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
 from faithbench.metrics.types import CurveScores, ErasureScores
@@ -197,14 +197,14 @@ def comprehensiveness_sufficiency(
     p0 = probs[:, :1]
     comp_curve, suff_curve = p0 - probs[:, 1 : 1 + r], p0 - probs[:, 1 + r :]
     xs = xs.to(device=inputs.device, dtype=comp_curve.dtype)
-    no_undefined = torch.zeros(b, dtype=torch.bool, device=inputs.device)
+    no_ranking = unranked(attributions, feature_mask)
 
     def summarise(curve: Tensor) -> CurveScores:
         if conv.aggregate == "mean":
             value = curve.mean(dim=1)
         else:
             value = torch.trapezoid(curve, xs, dim=1)
-        return CurveScores(values=value, undefined=no_undefined, curve=curve, fractions=xs)
+        return CurveScores(values=value, undefined=no_ranking, curve=curve, fractions=xs)
 
     return ErasureScores(
         comprehensiveness=summarise(comp_curve),

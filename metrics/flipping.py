@@ -44,7 +44,7 @@ from faithbench.metrics._checks import (
     check_fractions,
     check_positive_int,
 )
-from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal
+from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal, unranked
 from faithbench.metrics.baselines import removal_baseline
 from faithbench.metrics.deletion import block_scores, check_curve_inputs
 from faithbench.metrics.imputation import (
@@ -109,6 +109,7 @@ def pixel_flipping(
     attributions, targets, frac = check_curve_inputs(inputs, attributions, targets, fractions, activation)
     b, _, h, w = inputs.shape
     blocks = _tie_exact_block_scores(attributions.float(), block_size)
+    undefined = unranked(attributions)
     nbh, nbw = blocks.shape[-2:]
     k = torch.floor(frac * nbh * nbw + 0.5).long().to(inputs.device)
     r = k.numel()
@@ -131,10 +132,10 @@ def pixel_flipping(
             chunk_size=chunk_size,
             fill=fill,
         ).reshape(b, r)
-        return _scores(values, xs)
+        return _scores(values, xs, undefined)
 
     morf, lerf = curve(blocks), curve(-blocks)
-    return FlippingScores(morf=morf, lerf=lerf, srg=_scores(lerf.curve - morf.curve, xs))
+    return FlippingScores(morf=morf, lerf=lerf, srg=_scores(lerf.curve - morf.curve, xs, undefined))
 
 
 def _tie_exact_block_scores(maps: Tensor, b: int) -> Tensor:
@@ -148,9 +149,8 @@ def _tie_exact_block_scores(maps: Tensor, b: int) -> Tensor:
     return block_scores(maps - low_px, b) + low
 
 
-def _scores(curve: Tensor, xs: Tensor) -> CurveScores:
+def _scores(curve: Tensor, xs: Tensor, undefined: Tensor) -> CurveScores:
     area = torch.trapezoid(curve, xs, dim=1) / (xs[-1] - xs[0])
-    undefined = torch.zeros(curve.shape[0], dtype=torch.bool, device=curve.device)
     return CurveScores(values=area, undefined=undefined, curve=curve, fractions=xs)
 
 

@@ -31,7 +31,7 @@ from torch import Tensor
 
 from faithbench.config import to_dict
 from faithbench.metrics._checks import check_choice, check_fractions
-from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal
+from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal, unranked
 from faithbench.metrics.deletion import check_curve_inputs
 from faithbench.metrics.imputation import ROAD_DTYPE, ROAD_MAX_ITER, ROAD_NOISE, ROAD_TOL, road_fill
 from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
@@ -122,7 +122,7 @@ def road(
     ).reshape(b, r)
     return CurveScores(
         values=curve.mean(dim=1),
-        undefined=torch.zeros(b, dtype=torch.bool, device=device),
+        undefined=unranked(attributions),
         curve=curve,
         fractions=frac.to(device=device, dtype=torch.float32),
     )
