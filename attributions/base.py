@@ -56,17 +56,19 @@ class Capabilities:
 def channel_sum(maps: Tensor, cancelled_eps: float = CANCELLED_EPS) -> Tensor:
     """Per-feature maps (B, C, ...) summed over channels, with every map that cancels to rounding set to 0.
 
-    ``m = sum_c a_c``; a sample whose ``max |m| <= cancelled_eps * eps(dtype) * max sum_c |a_c|`` is zero to the
-    dtype's precision (float32: 1.2e-5 of its channels' magnitude) and returned as exactly 0, so the metrics count
-    it undefined (no mass) instead of scoring its rounding noise. Measured: the gradient of the zoo's B-cosified
-    models cancels to 1e-7 of its channels; every genuine map in the zoo is above 1e-2.
+    ``m = sum_c a_c``; a sample whose ``max |m| <= cancelled_eps * eps * max sum_c |a_c|`` is zero to the dtype's
+    precision (float32: 1.2e-5 of its channels' magnitude) and returned as exactly 0, so the metrics count it
+    undefined (no mass) instead of scoring its rounding noise. ``eps`` is the dtype's, at most float32's: a half-
+    precision map is never zeroed for a cancellation float32 would resolve. Measured: the gradient of the zoo's
+    B-cosified models cancels to 1e-7 of its channels; every genuine map in the zoo is above 1e-2.
     """
     total = maps.sum(dim=1)
     if maps.shape[1] == 1 or not maps.is_floating_point():
         return total
     peak = total.abs().flatten(1).amax(dim=1)
     scale = maps.abs().sum(dim=1).flatten(1).amax(dim=1)
-    cancelled = peak <= cancelled_eps * torch.finfo(maps.dtype).eps * scale
+    eps = min(torch.finfo(maps.dtype).eps, torch.finfo(torch.float32).eps)
+    cancelled = peak <= cancelled_eps * eps * scale
     return total.masked_fill(cancelled.view(-1, *(1,) * (total.dim() - 1)), 0)
 
 

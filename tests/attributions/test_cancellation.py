@@ -41,6 +41,8 @@ def test_the_threshold_is_in_the_dtypes_epsilons():
     residue = torch.cat([G, -G * (1 - 1e-9)], 1)  # zero to float32's precision, a map to float64's
     assert torch.equal(channel_sum(residue.double()), residue.double().sum(1))
     assert torch.equal(channel_sum(residue), torch.zeros(3, 5, 5))
+    half = torch.cat([G, -0.999 * G], 1).to(torch.bfloat16)  # bf16's own epsilon (7.8e-3) would zero it
+    assert channel_sum(half).abs().max() > 0
     eps = torch.finfo(torch.float64).eps
     at = torch.cat([G, -G + CANCELLED_EPS * eps * 2 * G.abs() * 0.5], 1).double()  # below the line: zero
     assert channel_sum(at).abs().max() == 0
