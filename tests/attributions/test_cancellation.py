@@ -38,14 +38,16 @@ def test_only_the_cancelled_samples_of_a_batch_are_zeroed():
 
 
 def test_the_threshold_is_in_the_dtypes_epsilons():
-    residue = torch.cat([G, -G * (1 - 1e-9)], 1)  # zero to float32's precision, a map to float64's
-    assert torch.equal(channel_sum(residue.double()), residue.double().sum(1))
-    assert torch.equal(channel_sum(residue), torch.zeros(3, 5, 5))
+    g = G.double()  # built in float64: in float32, 1 - 1e-9 is 1 and the residue would vanish before the test
+    residue = torch.cat([g, -g * (1 - 1e-9)], 1)  # a 1e-9 residue: a map to float64's precision, zero to float32's
+    assert channel_sum(residue).abs().max() > 0 and torch.equal(channel_sum(residue), residue.sum(1))
+    assert torch.equal(channel_sum(residue.float()), torch.zeros(3, 5, 5))
     half = torch.cat([G, -0.999 * G], 1).to(torch.bfloat16)  # bf16's own epsilon (7.8e-3) would zero it
     assert channel_sum(half).abs().max() > 0
-    eps = torch.finfo(torch.float64).eps
-    at = torch.cat([G, -G + CANCELLED_EPS * eps * 2 * G.abs() * 0.5], 1).double()  # below the line: zero
-    assert channel_sum(at).abs().max() == 0
+    # residue r max|g| against channels of magnitude (2 - r) max|g|: zero up to r = 2 x the line, a map above it
+    line = CANCELLED_EPS * torch.finfo(torch.float64).eps
+    assert channel_sum(torch.cat([g, -g * (1 - line)], 1)).abs().max() == 0
+    assert channel_sum(torch.cat([g, -g * (1 - 4 * line)], 1)).abs().max() > 0
 
 
 def test_one_channel_and_token_maps_are_summed_as_they_are():
