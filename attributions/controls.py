@@ -4,7 +4,8 @@ A metric that scores a real explanation no better than these cannot tell it from
 prior. Every control is class-agnostic and costs no model call; on text models they are 0 on padding.
 
 - ``random``: seeded noise, uniform in [-1, 1), a deterministic function of (seed, input, position),
-  so a map does not depend on the batch it was explained in, and CPU and GPU agree.
+  so a map does not depend on the batch it was explained in, and CPU and GPU agree (text: of the
+  signs of seeded projections of the embeddings, which float rounding does not flip: :func:`text_content`).
 - ``uniform``: 1 on every feature.
 - ``centre``: a centred Gaussian prior, standard deviation ``sigma`` x the side (text: x the sentence's
   token count, centred on its middle token).
@@ -58,21 +59,45 @@ class RandomControl(_Control):
     capabilities = Capabilities(text=True, class_specific=False, seeded=True, model_free=True)
     defaults: ClassVar[dict] = {"seed": 0}
 
-    def _noise(self, inputs: Tensor, positions: int) -> Tensor:
+    def _noise(self, content: Tensor, positions: int) -> Tensor:
         # A hash in float64 (sin-fract): the input's content picks the stream, the position the value in it.
-        gen = torch.Generator().manual_seed(self.params["seed"])
-        weights = torch.rand(inputs[0].numel(), generator=gen, dtype=torch.float64).to(inputs.device)
-        content = (inputs.reshape(len(inputs), -1).double() * weights).sum(dim=1)  # (B,), row by row: batch-invariant
-        pos = torch.arange(positions, device=inputs.device, dtype=torch.float64)
+        pos = torch.arange(positions, device=content.device, dtype=torch.float64)
         phase = torch.sin(content[:, None] * 12.9898 + pos * 78.233 + self.params["seed"] * 0.5) * 43758.5453
         return 2 * torch.frac(phase).abs() - 1
 
     def _image(self, inputs: Tensor) -> Tensor:
+        # An image's pixels are data, the same bits on every machine: their seeded weighted sum (row by row, so
+        # batch-invariant) is the content.
         b, _, h, w = inputs.shape
-        return self._noise(inputs, h * w).reshape(b, h, w)
+        gen = torch.Generator().manual_seed(self.params["seed"])
+        weights = torch.rand(inputs[0].numel(), generator=gen, dtype=torch.float64).to(inputs.device)
+        return self._noise((inputs.reshape(b, -1).double() * weights).sum(dim=1), h * w).reshape(b, h, w)
 
     def _text(self, inputs: Tensor, pos: Tensor, present: Tensor) -> Tensor:
-        return self._noise(inputs, inputs.shape[-1])
+        return self._noise(text_content(inputs, self.params["seed"]), inputs.shape[-1])
+
+
+SIMHASH_BITS = 16
+
+
+def text_content(inputs: Tensor, seed: int, bits: int = SIMHASH_BITS) -> Tensor:
+    """(B,) float64 in [0, 1): a sentence's content from the signs of ``bits`` seeded projections of each token's
+    embedding (a SimHash), combined over positions by integer hashing (wrapping int64: exact, order-free).
+
+    A text model's inputs are its embeddings, which a model retrained on another CPU type holds to other last bits;
+    a float sum of them would pick another noise stream there (measured: every ``random`` row of the smoke-text
+    suite moved). A sign flips only where a projection is within that rounding of 0, |x . w| ~ 1e-6 against a
+    typical 20. Padding (all-zero) contributes no bit, so the content does not depend on the padded length.
+    """
+    b, d, t = inputs.shape
+    gen = torch.Generator().manual_seed(seed)
+    directions = torch.randn(d, bits, generator=gen, dtype=torch.float64).to(inputs.device)
+    signs = torch.einsum("bdt,dk->btk", inputs.double(), directions) > 0  # (B, T, bits)
+    index = torch.arange(t * bits, device=inputs.device, dtype=torch.int64).reshape(t, bits) + 1
+    weights = index * -7046029254386353131 + seed  # an odd 64-bit multiplier (wraps): distinct weights per bit
+    weights = weights ^ (weights >> 29)
+    key = (signs.long() * weights).sum(dim=(1, 2))
+    return (key & (2**40 - 1)).double() / 2**40
 
 
 class UniformControl(_Control):

@@ -123,6 +123,8 @@ class MetricSpec:
             The runner combines them (:mod:`faithbench.bench.run.pairing`) into :attr:`Unit.shared`.
         cost: hook ``cost(unit, config) -> tuple[MetricCost, ...]``: what the metric asks of one piece of a unit (the
             unit's model may be a stand-in that the model registry describes, its images an empty (N, 0) tensor).
+        float_floor: in the reported unit, the change of a mean that float rounding alone makes (the same code and
+            weights on another CPU type or device); ``compare`` allows at least this much. 0: none is known.
     """
 
     name: str
@@ -145,6 +147,7 @@ class MetricSpec:
     pairing: Callable[[Any, tuple[str, ...]], tuple[str, ...]] | None = None
     eligibility: Callable[..., tuple[Tensor, Tensor]] | None = None
     cost: Callable[[Unit, Any], tuple[MetricCost, ...]] | None = None
+    float_floor: float = 0.0
 
     def availability(self, modality: str) -> str | None:
         """Why the metric cannot run in a suite of ``modality`` (None: it can). ``list`` and ``run`` both use it."""

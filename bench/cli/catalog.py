@@ -50,6 +50,11 @@ def config_options() -> list[ConfigOption]:
     return [ConfigOption(**{**o, "choices": tuple(o["choices"])}) for o in _load()["options"]]
 
 
+def float_floors() -> dict[str, float]:
+    """Metric name -> the change of its mean that float rounding alone makes (``MetricSpec.float_floor``; absent: 0)."""
+    return dict(_load()["float_floors"])
+
+
 def tables() -> list[Table]:
     """The tables of ``list``: every registered metric, convention, model, method, data set, suite and setting."""
     return [(t["title"], t["columns"], t["rows"]) for t in _load()["tables"]]

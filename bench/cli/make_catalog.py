@@ -135,6 +135,11 @@ def options() -> list[dict[str, Any]]:
     return out
 
 
+def float_floors() -> dict[str, float]:
+    """The metrics whose means float rounding alone moves (``MetricSpec.float_floor`` > 0), for ``compare``."""
+    return {name: spec.float_floor for name, spec in METRICS.items() if spec.float_floor > 0}
+
+
 def render() -> str:
     """The catalog file's text: JSON with one option or table row a line (a new model is a one-line diff)."""
 
@@ -149,7 +154,8 @@ def render() -> str:
         head = f'{{"title": {dumps(title)}, "columns": {dumps(columns)}, "rows": [\n'
         sections.append(head + block([dumps(r) for r in rows], "   ") + "\n  ]}")
     return (
-        f'{{\n "generated_by": {dumps(REGENERATE)},\n "options": [\n{block([dumps(o) for o in options()], "  ")}\n ],\n'
+        f'{{\n "generated_by": {dumps(REGENERATE)},\n "float_floors": {dumps(float_floors())},\n'
+        f' "options": [\n{block([dumps(o) for o in options()], "  ")}\n ],\n'
         f' "tables": [\n{block(sections, "  ")}\n ]\n}}\n'
     )
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from faithbench.bench.cli.catalog import float_floors
 from faithbench.bench.report.compare_inputs import (
     COUNTS,
     FAILING,
@@ -156,15 +157,15 @@ def compare(
 ) -> tuple[pd.DataFrame, bool]:
     """Differences per (model, method, metric) and whether the gate fails.
 
-    The allowed change of a row is ``max(tolerance, rel_tolerance * |baseline mean|)``, in the
-    metric's reported unit. A row fails when it is missing from the new run (``MISSING``), when it
-    is only in the new run (``NEW``; ``allow_new_rows`` accepts it as ``new``), when it was scored
-    with another protocol (``PROTOCOL``: its params other than ``max_batch``, its seed, unit,
-    direction or aggregate differ, or the suites' dataset, seed, n_samples or batch_size do), when
-    a finite score became NaN (``NAN``), when its sample counts ``n``, ``n_undefined`` or
-    ``n_dropped`` changed (``COUNTS``), when its score got worse by more than the allowance
-    (direction-aware, ``REGRESSED``), or -- with ``two_sided`` -- when it moved by more than the
-    allowance either way or a NaN score became finite (``CHANGED``).
+    The allowed change of a row is ``max(tolerance, rel_tolerance * |baseline mean|, float floor)``, in the metric's
+    reported unit; the float floor is what float rounding alone moves the metric's mean
+    (:attr:`~faithbench.metrics.spec.MetricSpec.float_floor`, 0 for most). A row fails when it is missing from the
+    new run (``MISSING``), when it is only in the new run (``NEW``; ``allow_new_rows`` accepts it as ``new``), when
+    it was scored with another protocol (``PROTOCOL``: its params other than ``max_batch``, its seed, unit,
+    direction or aggregate differ, or the suites' dataset, seed, n_samples or batch_size do), when a finite score
+    became NaN (``NAN``), when its sample counts ``n``, ``n_undefined`` or ``n_dropped`` changed (``COUNTS``), when
+    its score got worse by more than the allowance (direction-aware, ``REGRESSED``), or -- with ``two_sided`` --
+    when it moved by more than the allowance either way or a NaN score became finite (``CHANGED``).
 
     A file without rows, without a required column, with a non-numeric score or count, with a
     duplicated key or with an unreadable ``samples.csv`` or ``run.json`` beside it, and a tolerance
@@ -245,6 +246,7 @@ def compare(
     sign = np.where(higher.fillna(True).astype(bool), -1.0, 1.0)
     worse = (sign * merged["delta"]).to_numpy()
     allowed = np.maximum(tolerance, rel_tolerance * merged["mean_base"].abs().fillna(0.0).to_numpy())
+    allowed = np.maximum(allowed, merged["metric"].map(float_floors()).fillna(0.0).to_numpy(dtype=float))
     base_finite = np.isfinite(merged["mean_base"].to_numpy())
     new_finite = np.isfinite(merged["mean_new"].to_numpy())
     counts_changed = np.zeros(len(merged), dtype=bool)

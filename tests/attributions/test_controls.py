@@ -78,3 +78,24 @@ def test_the_oracle_has_no_map_outside_a_metric_and_scores_one_on_gridpg():
         maps = get_method("oracle").from_truth(truth).unsqueeze(0)  # (1 grid, 9 targets, H, W)
         scores = grid_pointing_game(maps, 3, tiling=tiling, smooth=1)
         assert torch.equal(scores.values, torch.ones(1, 9))
+
+
+def test_text_random_keeps_its_noise_when_the_embeddings_round_otherwise():
+    """A model retrained on another CPU type has other last bits in its embeddings; the noise stream stays (the float
+    sum it was keyed on before moved every smoke-text ``random`` row). Padding, batch, seeds and sentences below."""
+    model = small_text_model()
+    ids = random_rows(6)
+    x = model.encode(ids)
+    t = torch.zeros(6, dtype=torch.long)
+    rounded = torch.where(x != 0, x * (1 + 1e-6 * torch.randn(x.shape, generator=torch.Generator().manual_seed(3))), x)
+    assert not torch.equal(rounded, x)
+    a = get_method("random").attribute(model, x, t)
+    assert torch.equal(get_method("random").attribute(model, rounded, t), a)
+    longer = torch.cat([x, torch.zeros(6, x.shape[1], 5)], dim=2)  # padded further: the same noise on the tokens
+    assert torch.equal(get_method("random").attribute(model, longer, t)[:, : x.shape[2]], a)
+    assert torch.equal(get_method("random").attribute(model, x[2:3], t[:1]), a[2:3])  # batch-invariant
+    assert not torch.equal(get_method("random", seed=1).attribute(model, x, t), a)
+    firsts = a[:, 1]  # every sentence its own stream
+    assert len(set(firsts.tolist())) == 6
+    present = ids != 0
+    assert a[present].min() >= -1 and a[present].max() < 1

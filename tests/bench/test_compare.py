@@ -202,6 +202,26 @@ def test_unrelated_suites_name_the_difference_before_any_score(parts, base, tmp_
     assert table.delta_ci_low.isna().all()
 
 
+@pytest.mark.parametrize(("shift", "fails"), [(5e-5, False), (3e-4, True)])
+def test_a_completeness_gap_moved_by_float_rounding_passes_and_more_fails(parts, base, tmp_path, capsys, shift, fails):
+    """completeness_gap's float floor (1e-4 percentage points) is the gate's allowance for it, whatever the flags."""
+    res = parts[0].copy()
+    gap = res.metric == "completeness_gap"
+    assert gap.any() and (res.loc[gap, "mean"].abs() * 1e-3 < shift).all()  # beyond both of CI's tolerances
+    res.loc[gap, "mean"] += shift
+    code, out, _ = _gate(capsys, base, _new(parts, tmp_path, results=res))
+    assert code == int(fails)
+    assert ("CHANGED" in out or "REGRESSED" in out) == fails
+
+
+def test_the_float_floor_is_the_metrics_own(parts, base, tmp_path, capsys):
+    """A metric without a float floor fails on the shift completeness_gap's floor allows."""
+    res = parts[0].copy()
+    res.loc[_gridpg(res), "mean"] += 5e-5 + 1e-3 * res.loc[_gridpg(res), "mean"].abs()
+    code, out, _ = _gate(capsys, base, _new(parts, tmp_path, results=res))
+    assert code == 1 and "gridpg" in out
+
+
 # ----------------------------------------------------------------------------- one-line user errors
 
 
