@@ -72,6 +72,21 @@ def channel_sum(maps: Tensor, cancelled_eps: float = CANCELLED_EPS) -> Tensor:
     return total.masked_fill(cancelled.view(-1, *(1,) * (total.dim() - 1)), 0)
 
 
+def cancelling_sum(terms: Tensor, dim: int = 1, cancelled_eps: float = CANCELLED_EPS) -> Tensor:
+    """``terms.sum(dim, keepdim=True)`` with every entry that cancels to rounding set to exactly 0.
+
+    An entry is cancelled where ``|sum_k t_k| <= cancelled_eps * eps * sum_k |t_k|`` (``eps`` as in
+    :func:`channel_sum`): a value that is 0 in exact arithmetic (a hand-set model's silent cell, terms that balance
+    by construction) is otherwise whichever few ulps the kernels leave, with a sign that decides a ReLU and a rank
+    that decides a removal curve, and that differ between kernels (CPU types, devices, thread counts).
+    """
+    total = terms.sum(dim=dim, keepdim=True)
+    if not terms.is_floating_point():
+        return total
+    eps = min(torch.finfo(terms.dtype).eps, torch.finfo(torch.float32).eps)
+    return total.masked_fill(total.abs() <= cancelled_eps * eps * terms.abs().sum(dim=dim, keepdim=True), 0)
+
+
 class AttributionMethod:
     """Base class: subclasses set ``name``, ``description``, ``capabilities``, ``defaults`` and
     implement ``_attribute`` (and optionally ``_check``)."""

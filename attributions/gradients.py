@@ -9,7 +9,7 @@ import torch
 from captum.attr._utils.approximation_methods import approximation_parameters
 from torch import Tensor
 
-from faithbench.attributions.base import AttributionMethod, Capabilities, module_by_name, one_pass
+from faithbench.attributions.base import AttributionMethod, Capabilities, cancelling_sum, module_by_name, one_pass
 from faithbench.attributions.coverage import DEEPLIFT_MODULES, GUIDED_BACKPROP_MODULES, internal_softmax, uncovered
 from faithbench.attributions.shared_forward import grads_per_row
 from faithbench.models.adapter import ModelAdapter
@@ -202,11 +202,8 @@ class GradCam(AttributionMethod):
         module_by_name(model.module, model.conv_layer)
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
-        layer = module_by_name(model.module, model.conv_layer)
-        cam = ca.LayerGradCam(model.module, layer).attribute(
-            _leaf(inputs), target=targets, relu_attributions=self.params["relu"]
-        )
-        return ca.LayerAttribution.interpolate(cam, tuple(inputs.shape[-2:]), interpolate_mode=self.params["upsample"])
+        rows = torch.arange(len(inputs), device=inputs.device)
+        return self._attribute_shared(model, inputs, rows, torch.zeros_like(rows), targets)
 
     def shares_forward(self, model: ModelAdapter) -> bool:
         return True
@@ -215,7 +212,10 @@ class GradCam(AttributionMethod):
         self, model: ModelAdapter, distinct: Tensor, inverse: Tensor, occurrence: Tensor, targets: Tensor
     ) -> Tensor:
         """Captum's LayerGradCam (spatially averaged layer gradients times the layer's output, summed over
-        channels), the layer's output of one forward pass differentiated for every row's target."""
+        channels), the layer's output of one forward pass differentiated for every row's target. A location whose
+        channel terms cancel to rounding is 0 (:func:`~faithbench.attributions.base.cancelling_sum`), before the
+        ReLU: its sign would be the kernels' (measured: 6 of 48 truth-tier GradCAM maps of ``truth_additive``
+        moved their truth correlation by up to 0.29 under ATen's native kernels and one thread)."""
         acts: list[Tensor] = []
         hook = module_by_name(model.module, model.conv_layer).register_forward_hook(lambda m, i, o: acts.append(o))
         try:
@@ -227,7 +227,7 @@ class GradCam(AttributionMethod):
             raise RuntimeError(f"layer {model.conv_layer!r} must return one tensor in one call per forward pass")
         (grads,) = grads_per_row(out, acts, inverse, occurrence, targets)
         weights = grads[0].mean(dim=tuple(range(2, grads[0].dim())), keepdim=True)
-        cam = (weights * acts[0].detach()[inverse]).sum(dim=1, keepdim=True)
+        cam = cancelling_sum(weights * acts[0].detach()[inverse], dim=1)
         cam = torch.relu(cam) if self.params["relu"] else cam
         return ca.LayerAttribution.interpolate(
             cam, tuple(distinct.shape[-2:]), interpolate_mode=self.params["upsample"]

@@ -23,6 +23,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from faithbench.attributions.base import CANCELLED_EPS
 from faithbench.attributions.shared_forward import first_equal
 
 ScoreFn = Callable[[Tensor], Tensor]
@@ -154,7 +155,8 @@ def shapley_sampling_values(
     generator seeded with ``seed``, as Captum draws them); starting from the all-baseline input,
     segments are added in the order pi and each is credited with the change of the score it
     causes; phi_k = (1 / n_samples) * sum_pi [score(S_pi,k + {k}) - score(S_pi,k)], with S_pi,k the
-    segments before k in pi. One model evaluation per (permutation, segment) plus the baseline.
+    segments before k in pi. One model evaluation per (permutation, segment) plus the baseline. A change within
+    ``CANCELLED_EPS`` float32 epsilons of the two scores (1.2e-5 of them) is rounding and counts as 0.
     """
     b = inputs.shape[0]
     k = _n_segments(segments).tolist()
@@ -179,6 +181,10 @@ def shapley_sampling_values(
     stepped[valid] = scores[b:]
     previous = torch.cat([scores[:b].view(b, 1, 1).expand(b, n_samples, 1), stepped[:, :, :-1]], dim=2)
     gains = torch.where(valid, stepped - previous, torch.zeros(()))  # gains[i, j, s]: of segment pi_j[s]
+    # A gain within rounding of the two scores it is the difference of is 0: a segment equal to the baseline changes
+    # nothing in exact arithmetic, and its gain would be the kernels' last bits (another sign on another machine).
+    rounding = CANCELLED_EPS * torch.finfo(torch.float32).eps * (stepped.abs() + previous.abs())
+    gains = gains.masked_fill(gains.abs() <= rounding, 0)
     values = torch.zeros(b, n_samples, k_max).scatter_add_(2, perms, gains).sum(dim=1) / n_samples
     return values.to(device=inputs.device, dtype=inputs.dtype)
 

@@ -6,14 +6,18 @@ d logit / d(1 - x) are equal and opposite and their channel sum is zero in exact
 magnitude in float32), yet GridPG scored that noise at up to 42 %.
 """
 
+import captum.attr as ca
 import pytest
 import torch
+from torch import Tensor
 
 from faithbench.attributions import get_method
-from faithbench.attributions.base import CANCELLED_EPS, channel_sum
+from faithbench.attributions.base import CANCELLED_EPS, cancelling_sum, channel_sum, module_by_name
+from faithbench.models import load_model
 from faithbench.models.adapter import ModelAdapter
 from faithbench.models.bcosify import bcosify
 from faithbench.models.data.mnist import MNIST_MEAN, MNIST_STD
+from faithbench.models.data.truth import truth_images
 from faithbench.models.encoding import bcos_inverse
 from faithbench.models.nets.architectures import ConvDigitNet, bcos_digit_cnn
 
@@ -82,3 +86,47 @@ def test_a_bcos_model_trained_as_such_keeps_its_maps(name):
     images, targets = torch.rand(4, 1, 28, 28, generator=GEN), torch.tensor([0, 3, 5, 9])
     maps = get_method(name).attribute(model, model.encode(images), targets)
     assert (maps.flatten(1).abs().amax(1) > 0).all()
+
+
+# ----------------------------------------------------------------------------- GradCAM's channel terms, per location
+
+
+def test_cancelling_sum_zeroes_each_entry_that_cancels_and_sums_the_rest():
+    terms = torch.cat([G, -G * (1 + 1e-7), 0.5 * G], 1)  # entry by entry: 0.5 G, and below: a cancelled column
+    terms[:, 2, 1, :] = 0  # row 1 of every sample: G - G (1 + 1e-7) only, rounding
+    out = cancelling_sum(terms)
+    assert out.shape == (3, 1, 5, 5)
+    assert torch.equal(out[:, 0, 1], torch.zeros(3, 5))
+    keep = torch.ones(5, dtype=torch.bool)
+    keep[1] = False
+    assert torch.equal(out[:, 0, keep], terms.sum(1)[:, keep])
+
+
+def _truth_cam(relu: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """GradCAM of the hand-set ``truth_additive`` model on 6 tier images: ours, Captum's, and |sum| / sum |terms|."""
+    model = load_model("truth_additive")
+    x = model.encode(truth_images(800)[0][[261, 362, 483, 710, 775, 794]])
+    targets = model.module(x).argmax(1)
+    ours = get_method("gradcam", relu=relu, upsample="nearest").attribute(model, x, targets)
+    layer = module_by_name(model.module, model.conv_layer)
+    raw = ca.LayerGradCam(model.module, layer).attribute(x.clone().requires_grad_(), target=targets)
+    acts: list[Tensor] = []
+    hook = layer.register_forward_hook(lambda m, i, o: acts.append(o))
+    out = model.module(x.clone().requires_grad_())
+    hook.remove()
+    (grad,) = torch.autograd.grad(out.gather(1, targets[:, None]).sum(), acts)
+    terms = grad.mean(dim=(2, 3), keepdim=True) * acts[0].detach()
+    ratio = terms.sum(1, keepdim=True).abs() / terms.abs().sum(1, keepdim=True).clamp_min(1e-30)
+    up = (28, 28)
+    return ours, ca.LayerAttribution.interpolate(raw, up)[:, 0], ca.LayerAttribution.interpolate(ratio, up)[:, 0]
+
+
+def test_gradcam_of_the_hand_set_model_is_captums_with_its_cancelled_cells_zero():
+    """The tier's detector cells balance to 1e-11 (3e-8 of their terms): the kernels' sign, not the model's."""
+    ours, captum, ratio = _truth_cam(relu=False)
+    cancelled = (ratio <= CANCELLED_EPS * torch.finfo(torch.float32).eps) & (ratio > 0)
+    assert cancelled.any()  # cells the kernels left at a few ulps (on this CPU: 5 of the 6 images)
+    assert captum[cancelled].abs().max() > 0 and torch.equal(ours[cancelled], torch.zeros(int(cancelled.sum())))
+    torch.testing.assert_close(ours[~cancelled], captum[~cancelled], rtol=1e-5, atol=1e-7)
+    relu_ours = _truth_cam(relu=True)[0]
+    assert torch.equal(relu_ours, ours.clamp(min=0))
