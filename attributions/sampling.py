@@ -23,7 +23,6 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from faithbench.attributions.base import CANCELLED_EPS
 from faithbench.attributions.shared_forward import first_equal
 
 ScoreFn = Callable[[Tensor], Tensor]
@@ -40,6 +39,14 @@ def _representatives(inputs: Tensor, segments: Tensor) -> Tensor:
     flat = inputs.reshape(b, -1).contiguous()
     as_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[flat.element_size()]
     return first_equal(torch.cat([flat.view(as_int).long(), segments.reshape(b, -1).long()], dim=1)).cpu()
+
+
+def _inert(inputs: Tensor, segments: Tensor, base: Tensor, k_max: int) -> Tensor:
+    """(B, K) True where every pixel (all channels) of segment k of sample i already equals the baseline."""
+    b = inputs.shape[0]
+    differs = (inputs != base).flatten(1, -1 - segments[0].dim()).any(dim=1).flatten(1).long()  # (B, pixels)
+    counts = torch.zeros(b, k_max, dtype=torch.long, device=inputs.device)
+    return counts.scatter_add_(1, segments.to(inputs.device).flatten(1), differs) == 0
 
 
 def _evaluate(
@@ -155,8 +162,8 @@ def shapley_sampling_values(
     generator seeded with ``seed``, as Captum draws them); starting from the all-baseline input,
     segments are added in the order pi and each is credited with the change of the score it
     causes; phi_k = (1 / n_samples) * sum_pi [score(S_pi,k + {k}) - score(S_pi,k)], with S_pi,k the
-    segments before k in pi. One model evaluation per (permutation, segment) plus the baseline. A change within
-    ``CANCELLED_EPS`` float32 epsilons of the two scores (1.2e-5 of them) is rounding and counts as 0.
+    segments before k in pi. One model evaluation per (permutation, segment) plus the baseline. A segment whose
+    pixels all equal the baseline gets exactly 0.
     """
     b = inputs.shape[0]
     k = _n_segments(segments).tolist()
@@ -181,11 +188,12 @@ def shapley_sampling_values(
     stepped[valid] = scores[b:]
     previous = torch.cat([scores[:b].view(b, 1, 1).expand(b, n_samples, 1), stepped[:, :, :-1]], dim=2)
     gains = torch.where(valid, stepped - previous, torch.zeros(()))  # gains[i, j, s]: of segment pi_j[s]
-    # A gain within rounding of the two scores it is the difference of is 0: a segment equal to the baseline changes
-    # nothing in exact arithmetic, and its gain would be the kernels' last bits (another sign on another machine).
-    rounding = CANCELLED_EPS * torch.finfo(torch.float32).eps * (stepped.abs() + previous.abs())
-    gains = gains.masked_fill(gains.abs() <= rounding, 0)
     values = torch.zeros(b, n_samples, k_max).scatter_add_(2, perms, gains).sum(dim=1) / n_samples
+    # A segment that already equals the baseline leaves the input as it is: its value is exactly 0 (the dummy
+    # axiom), not the difference of two evaluations of one input in two rows of a batch, which the kernels round
+    # apart by a few ulps of either sign (another order of the least relevant segments on another machine).
+    base = torch.as_tensor(baseline, dtype=inputs.dtype, device=inputs.device)
+    values = values.masked_fill(_inert(inputs, segments, base, k_max).cpu(), 0)
     return values.to(device=inputs.device, dtype=inputs.dtype)
 
 
