@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from faithbench.bench.cli.catalog import float_floors
 from faithbench.bench.report.compare import FAILING, compare
 from faithbench.bench.report.formats import to_text
 
@@ -18,6 +19,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         rel_tolerance=args.rel_tolerance,
         two_sided=args.two_sided,
         allow_new_rows=args.allow_new_rows,
+        float_floors=float_floors(),  # the registered metrics' (the catalog: no torch import)
     )
     differences = table.attrs.get("differences", [])
     if differences:  # what differs between the runs, before any score

@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from faithbench.bench.cli.catalog import float_floors
 from faithbench.bench.report.compare_inputs import (
     COUNTS,
     FAILING,
@@ -154,12 +154,14 @@ def compare(
     n_boot: int = 2000,
     seed: int = 0,
     allow_new_rows: bool = False,
+    float_floors: Mapping[str, float] | None = None,
 ) -> tuple[pd.DataFrame, bool]:
     """Differences per (model, method, metric) and whether the gate fails.
 
     The allowed change of a row is ``max(tolerance, rel_tolerance * |baseline mean|, float floor)``, in the metric's
-    reported unit; the float floor is what float rounding alone moves the metric's mean
-    (:attr:`~faithbench.metrics.spec.MetricSpec.float_floor`, 0 for most). A row fails when it is missing from the
+    reported unit; the float floor (``float_floors``: metric name -> floor, 0 where absent; the command line passes
+    every registered metric's :attr:`~faithbench.metrics.spec.MetricSpec.float_floor`) is what float rounding alone
+    moves the metric's mean. A row fails when it is missing from the
     new run (``MISSING``), when it is only in the new run (``NEW``; ``allow_new_rows`` accepts it as ``new``), when
     it was scored with another protocol (``PROTOCOL``: its params other than ``max_batch``, its seed, unit,
     direction or aggregate differ, or the suites' dataset, seed, n_samples or batch_size do), when a finite score
@@ -246,7 +248,8 @@ def compare(
     sign = np.where(higher.fillna(True).astype(bool), -1.0, 1.0)
     worse = (sign * merged["delta"]).to_numpy()
     allowed = np.maximum(tolerance, rel_tolerance * merged["mean_base"].abs().fillna(0.0).to_numpy())
-    allowed = np.maximum(allowed, merged["metric"].map(float_floors()).fillna(0.0).to_numpy(dtype=float))
+    floors = merged["metric"].map(dict(float_floors or {})).fillna(0.0).to_numpy(dtype=float)
+    allowed = np.maximum(allowed, floors)
     base_finite = np.isfinite(merged["mean_base"].to_numpy())
     new_finite = np.isfinite(merged["mean_new"].to_numpy())
     counts_changed = np.zeros(len(merged), dtype=bool)
