@@ -53,6 +53,11 @@ class Capabilities:
     model_free: bool = False  # the maps never depend on the model (controls): recomputed, not stored, by rescore
 
 
+def _rounding(dtype: torch.dtype, cancelled_eps: float) -> float:
+    """``cancelled_eps`` epsilons of ``dtype``, at most float32's: the relative size below which a sum is rounding."""
+    return cancelled_eps * min(torch.finfo(dtype).eps, torch.finfo(torch.float32).eps)
+
+
 def channel_sum(maps: Tensor, cancelled_eps: float = CANCELLED_EPS) -> Tensor:
     """Per-feature maps (B, C, ...) summed over channels, with every map that cancels to rounding set to 0.
 
@@ -67,8 +72,7 @@ def channel_sum(maps: Tensor, cancelled_eps: float = CANCELLED_EPS) -> Tensor:
         return total
     peak = total.abs().flatten(1).amax(dim=1)
     scale = maps.abs().sum(dim=1).flatten(1).amax(dim=1)
-    eps = min(torch.finfo(maps.dtype).eps, torch.finfo(torch.float32).eps)
-    cancelled = peak <= cancelled_eps * eps * scale
+    cancelled = peak <= _rounding(maps.dtype, cancelled_eps) * scale
     return total.masked_fill(cancelled.view(-1, *(1,) * (total.dim() - 1)), 0)
 
 
@@ -83,8 +87,8 @@ def cancelling_sum(terms: Tensor, dim: int = 1, cancelled_eps: float = CANCELLED
     total = terms.sum(dim=dim, keepdim=True)
     if not terms.is_floating_point():
         return total
-    eps = min(torch.finfo(terms.dtype).eps, torch.finfo(torch.float32).eps)
-    return total.masked_fill(total.abs() <= cancelled_eps * eps * terms.abs().sum(dim=dim, keepdim=True), 0)
+    floor = _rounding(terms.dtype, cancelled_eps) * terms.abs().sum(dim=dim, keepdim=True)
+    return total.masked_fill(total.abs() <= floor, 0)
 
 
 class AttributionMethod:

@@ -41,9 +41,10 @@ def _representatives(inputs: Tensor, segments: Tensor) -> Tensor:
     return first_equal(torch.cat([flat.view(as_int).long(), segments.reshape(b, -1).long()], dim=1)).cpu()
 
 
-def _inert(inputs: Tensor, segments: Tensor, base: Tensor, k_max: int) -> Tensor:
+def _inert(inputs: Tensor, segments: Tensor, baseline: float | Tensor, k_max: int) -> Tensor:
     """(B, K) True where every pixel (all channels) of segment k of sample i already equals the baseline."""
     b = inputs.shape[0]
+    base = torch.as_tensor(baseline, dtype=inputs.dtype, device=inputs.device)
     differs = (inputs != base).flatten(1, -1 - segments[0].dim()).any(dim=1).flatten(1).long()  # (B, pixels)
     counts = torch.zeros(b, k_max, dtype=torch.long, device=inputs.device)
     return counts.scatter_add_(1, segments.to(inputs.device).flatten(1), differs) == 0
@@ -192,8 +193,7 @@ def shapley_sampling_values(
     # A segment that already equals the baseline leaves the input as it is: its value is exactly 0 (the dummy
     # axiom), not the difference of two evaluations of one input in two rows of a batch, which the kernels round
     # apart by a few ulps of either sign (another order of the least relevant segments on another machine).
-    base = torch.as_tensor(baseline, dtype=inputs.dtype, device=inputs.device)
-    values = values.masked_fill(_inert(inputs, segments, base, k_max).cpu(), 0)
+    values = values.masked_fill(_inert(inputs, segments, baseline, k_max).cpu(), 0)
     return values.to(device=inputs.device, dtype=inputs.dtype)
 
 
