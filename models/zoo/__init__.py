@@ -86,16 +86,28 @@ def _load_checkpoint(name: str, model: nn.Module) -> dict | None:
             raise ValueError("recipe hash differs")
         if state_sha256(ckpt["state_dict"]) != ckpt.get("state_sha256"):
             raise ValueError("weights do not match their stored SHA-256")
-        model.load_state_dict(ckpt["state_dict"])
+        frozen = RECIPES.get(name).frozen  # kept as the architecture sets them: not in the checkpoint
+        if frozen and _frozen_sha256(model, frozen) != ckpt.get("frozen_sha256"):
+            raise ValueError(f"the starting point's {', '.join(frozen)} differ from the ones it was trained with")
+        keys = model.load_state_dict(ckpt["state_dict"], strict=not frozen)
+        if sorted(keys.missing_keys) != sorted(frozen) or keys.unexpected_keys:
+            raise ValueError(f"the weights do not fit: missing {keys.missing_keys}, unexpected {keys.unexpected_keys}")
     except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint is rebuilt
         _say(f"checkpoint {path} is corrupt or does not match its recipe ({exc}); rebuilding {name}")
         return None
     return ckpt["info"]
 
 
+def _frozen_sha256(model: nn.Module, frozen: tuple[str, ...]) -> str:
+    """The SHA-256 of the parameters a checkpoint leaves out (the package that supplies them could change)."""
+    state = model.state_dict()
+    return state_sha256({k: state[k].detach().cpu() for k in frozen})
+
+
 def _save_checkpoint(name: str, model: nn.Module, info: dict) -> None:
     path = checkpoint_path(name)
-    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    frozen = RECIPES.get(name).frozen
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items() if k not in frozen}
     atomic_torch_save(  # a killed build never leaves a half-written checkpoint
         path,
         {
@@ -103,6 +115,7 @@ def _save_checkpoint(name: str, model: nn.Module, info: dict) -> None:
             "state_dict": state,
             "state_sha256": state_sha256(state),
             "info": info,
+            **({"frozen_sha256": _frozen_sha256(model, frozen)} if frozen else {}),
         },
     )
 

@@ -69,6 +69,9 @@ class Recipe:
     tokenizer: str | None = None  # text models: the vocabulary of their token ids (models.text_models.WORDPIECE...)
     downloads: tuple[str, ...] = ()  # what the build reads from the Hugging Face cache
     on_request: bool = False  # built only when named (GPU presets, Hugging Face checkpoints), not by `bench zoo`
+    # parameters that training leaves as ``architecture()`` sets them (a pretrained starting point's): not stored in
+    # the checkpoint, which then holds only what training changed
+    frozen: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- training

@@ -3,7 +3,7 @@ when held-out accuracy plateaus (:class:`Plateau`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import torch
 from torch import Tensor, nn
@@ -43,15 +43,23 @@ def train_text_classifier(
     loss: str,
     pad: int = 0,
     after_epoch: Callable[[nn.Module], bool] | None = None,
+    frozen: Iterable[str] = (),
 ) -> int:
     """AdamW (weight decay 0.01), linear decay to 0, length-pooled seeded batches (:func:`length_batches`), on the
     device of ``model``; ``loss``: ``ce`` or ``bce`` (one-hot); ``pad``: the [PAD] id. ``after_epoch(model)``
-    runs after every epoch (model in eval mode) and stops training by returning True. Returns the epochs run."""
+    runs after every epoch (model in eval mode) and stops training by returning True. ``frozen``: names of parameters
+    left as they are (no gradient, no weight decay). Returns the epochs run."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     device = next(model.parameters()).device
     lengths = (ids != pad).sum(dim=1)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    named = dict(model.named_parameters())
+    if unknown := set(frozen) - set(named):
+        raise ValueError(f"frozen names no parameter of the model: {sorted(unknown)}")
+    kept = {name: named[name].requires_grad for name in frozen}
+    for name in kept:
+        named[name].requires_grad_(False)
+    opt = torch.optim.AdamW([p for name, p in named.items() if name not in kept], lr=lr, weight_decay=0.01)
     steps = epochs * ((len(labels) + batch_size - 1) // batch_size)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1 - step / steps)
     model.train()
@@ -65,6 +73,8 @@ def train_text_classifier(
             if after_epoch is not None and after_epoch(model.eval()):
                 break
             model.train()
+    for name, flag in kept.items():
+        named[name].requires_grad_(flag)
     model.eval()
     return run
 

@@ -86,3 +86,54 @@ def test_small_gains_add_up_against_the_kept_epoch_and_the_record_names_the_weig
     p = Plateau(min_delta=0.005, patience=3, accuracy=scripted([0.70, 0.703, 0.706, 0.0, 0.0, 0.0]))
     assert run(p) == 6
     assert p.kept_epoch == 3 == p.best_state["epoch"].item() == p.record()["kept_epoch"]
+
+
+def test_frozen_parameters_keep_their_values_and_their_flags_and_an_unknown_name_is_an_error():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(50, 8), nn.Flatten(), nn.Linear(8 * 4, 2))
+    model.forward = lambda ids, mask: nn.Sequential.forward(model, ids)  # text_logits passes (ids, mask)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    ids, labels = torch.randint(1, 50, (16, 4)), torch.randint(0, 2, (16,))
+    train = dict(epochs=1, lr=1e-2, batch_size=8, seed=0, loss="ce", pad=0)
+    text_zoo.train_text_classifier(model, ids, labels, frozen=["0.weight"], **train)
+    after = model.state_dict()
+    assert torch.equal(after["0.weight"], before["0.weight"])  # no gradient step, no weight decay
+    assert not torch.equal(after["2.weight"], before["2.weight"])  # the rest trained
+    assert all(p.requires_grad for p in model.parameters())  # the flags as they were
+    with pytest.raises(ValueError, match=r"frozen names no parameter of the model: \['embedding.weight'\]"):
+        text_zoo.train_text_classifier(model, ids, labels, frozen=["embedding.weight"], **train)
+
+
+def test_the_ci_text_models_store_what_fine_tuning_changed_and_load_back_to_the_whole_model(tmp_path, monkeypatch):
+    from faithbench.models import zoo
+
+    monkeypatch.setenv("FAITHBENCH_CACHE", str(tmp_path))
+    name = "minilm1_rt"
+    recipe = RECIPES.get(name)
+    assert recipe.frozen == ("word_embeddings.weight",) and "word embeddings frozen" in recipe.description
+    start = recipe.architecture()  # the pretrained starting point: its word embeddings are MiniLM's
+    pretrained = start.state_dict()["word_embeddings.weight"].clone()
+    trained = recipe.architecture()
+    with torch.no_grad():
+        for k, p in trained.named_parameters():
+            if k not in recipe.frozen:
+                p.add_(0.5)  # stands for fine-tuning
+    zoo._save_checkpoint(name, trained, {"test_accuracy": 0.5})
+    saved = torch.load(zoo.checkpoint_path(name), weights_only=True)["state_dict"]
+    assert set(saved) == set(trained.state_dict()) - {"word_embeddings.weight"}
+    model, info = zoo.build(name)  # loads the checkpoint: no training
+    assert info == {"test_accuracy": 0.5}
+    for k, v in trained.state_dict().items():
+        assert torch.equal(model.state_dict()[k], v), k
+    assert torch.equal(model.state_dict()["word_embeddings.weight"], pretrained)
+    assert zoo._load_checkpoint(name, recipe.architecture()) is not None
+    ckpt = torch.load(zoo.checkpoint_path(name), weights_only=True)
+    changed = recipe.architecture()  # another MiniLM package: other embeddings than the model was trained on
+    with torch.no_grad():
+        changed.word_embeddings.weight[0] += 1
+    assert zoo._load_checkpoint(name, changed) is None
+    del saved["pooler.weight"]  # a checkpoint that lacks a trained weight is rebuilt, not half loaded
+    ckpt["state_dict"] = saved
+    ckpt["state_sha256"] = zoo.state_sha256(saved)
+    torch.save(ckpt, zoo.checkpoint_path(name))
+    assert zoo._load_checkpoint(name, recipe.architecture()) is None
