@@ -101,7 +101,7 @@ def _load_checkpoint(name: str, model: nn.Module) -> dict | None:
 def _frozen_sha256(model: nn.Module, frozen: tuple[str, ...]) -> str:
     """The SHA-256 of the parameters a checkpoint leaves out (the package that supplies them could change)."""
     state = model.state_dict()
-    return state_sha256({k: state[k].detach().cpu() for k in frozen})
+    return state_sha256({k: state[k] for k in frozen})  # (state_sha256 reads each tensor's bytes on the CPU)
 
 
 def _save_checkpoint(name: str, model: nn.Module, info: dict) -> None:
