@@ -14,8 +14,9 @@ Layout of a run folder::
     samples.csv       per-sample scores (model, method, metric, sample_id, value, undefined)
     curves.csv        per-sample curves (model, method, metric, sample_id, fraction, value)
 
-Every file is written atomically (temporary file + rename), and the CSVs are rebuilt from the unit
-files after each unit, so an interrupted run keeps everything it finished.
+Every file is written atomically (temporary file + rename). The CSVs are rewritten from the finished units while the
+run goes and when it stops (each unit's rows formatted once: :mod:`faithbench.bench.run.tables`), so an interrupted
+run keeps everything it finished.
 """
 
 from __future__ import annotations
@@ -24,69 +25,25 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from faithbench.bench.run.intervals import summarise
+from faithbench.bench.run.tables import (  # noqa: F401 (the job columns and row layout: readers import them here)
+    JOB_COLUMNS,
+    LEGACY_CONTROLS,
+    RESULT_COLUMNS,
+    Tables,
+    job_columns,
+    legacy_job_columns,
+)
 from faithbench.errors import UserError
 from faithbench.io import atomic_torch_save, atomic_write_text, load_torch
-
-# What a row records of its job besides the method's name (:class:`~faithbench.bench.run.plan.Job`).
-JOB_COLUMNS = ("rerun_of", "rerun_seed", "is_control")
-RESULT_COLUMNS = [
-    "suite",
-    "model",
-    "family",
-    "method",
-    *JOB_COLUMNS,
-    "metric",
-    "aggregate",
-    "mean",
-    "std",
-    "n",
-    "n_clusters",
-    "ci_low",
-    "ci_high",
-    "n_undefined",
-    "n_dropped",
-    "unit",
-    "higher_is_better",
-    "explain_time_s",
-    "metric_time_s",
-    "model_calls",
-    "model_inputs",
-    "peak_memory_mb",
-]
-
-
-# The control explainers when rows carried no ``is_control`` column yet: frozen, since every row written since
-# carries the column (a control added later never meets this table; a test keeps them a subset of CONTROLS).
-LEGACY_CONTROLS = ("random", "uniform", "centre", "edges", "oracle")
-
-
-def job_columns(unit: dict) -> dict:
-    """A unit's ``rerun_of``, ``rerun_seed`` and ``is_control`` (:class:`~faithbench.bench.run.plan.Job`)."""
-    if "is_control" in unit:
-        return {c: unit[c] for c in JOB_COLUMNS}
-    return _legacy_job_columns(unit["method"])
-
-
-def _legacy_job_columns(name: str) -> dict:
-    """What a row written before those fields existed says in its method name: a rerun ``METHOD@seedN``, a
-    control by its name. The one place that reads a method name for anything but its name."""
-    base, _, seed = str(name).partition("@seed")
-    return {
-        "rerun_of": base if seed else None,
-        "rerun_seed": int(seed) if seed else None,
-        "is_control": base in LEGACY_CONTROLS,
-    }
 
 
 def with_job_columns(frame: pd.DataFrame) -> pd.DataFrame:
     """A results or samples table with its job columns (derived for files written before they existed)."""
     if frame.empty or "is_control" in frame.columns:
         return frame
-    derived = pd.DataFrame([_legacy_job_columns(m) for m in frame["method"]], index=frame.index)
+    derived = pd.DataFrame([legacy_job_columns(m) for m in frame["method"]], index=frame.index)
     return frame.assign(**{c: derived[c] for c in derived.columns})
 
 
@@ -131,6 +88,7 @@ class RunStore:
     def __init__(self, out: Path) -> None:
         self.out = Path(out)
         self.units = self.out / "units"
+        self.tables = Tables(self.out)
 
     def unit_path(self, model: str, method: str) -> Path:
         return self.units / f"{model}__{method}.json"
@@ -215,73 +173,7 @@ class RunStore:
         return states
 
     def write_tables(self, units: Iterable[dict], suite: str) -> pd.DataFrame:
-        """Rebuild results.csv, samples.csv and curves.csv from finished units; returns the results.
-
-        Each row carries the provenance recorded when its unit was computed."""
-        results, samples, curves = [], [], []
-        for unit in units:
-            ident = {"model": unit["model"], "method": unit["method"], **job_columns(unit)}
-            for metric, rec in unit["metrics"].items():
-                values = np.asarray(rec["values"], dtype=float)
-                undefined = np.asarray(rec["undefined"], dtype=bool)
-                size = int(rec["params"].get("cluster_size", 1))  # e.g. the cells of one grid
-                clusters = np.asarray(rec["sample_ids"], dtype=np.int64) // size
-                row = {
-                    "suite": suite,
-                    **ident,
-                    "family": unit["family"],
-                    "metric": metric,
-                    "aggregate": "mean",
-                    **summarise(values, clusters if size > 1 else None),
-                    "n_undefined": int(undefined.sum()),
-                    "n_dropped": int((~np.isfinite(values)).sum()),
-                    "unit": rec["unit"],
-                    "higher_is_better": rec["higher_is_better"],
-                    "explain_time_s": rec["explain_time_s"],
-                    "explained": rec.get("explained", ""),
-                    "metric_time_s": rec["metric_time_s"],
-                    **{key: rec.get(key, float("nan")) for key in ("model_calls", "model_inputs", "peak_memory_mb")},
-                    "pieces": unit.get("pieces", 1),
-                    "piece_time_s": unit.get("piece_time_s", float("nan")),  # every metric of the longest piece
-                    **unit["provenance"],
-                    "model_weights_sha256": unit.get("weights_sha256", ""),
-                    "params": json.dumps(
-                        {**rec["params"], "method_params": unit["method_params"], "max_batch": unit.get("max_batch")},
-                        sort_keys=True,
-                    ),
-                }
-                results.append(row)
-                samples.append(
-                    pd.DataFrame(
-                        {
-                            **ident,
-                            "metric": metric,
-                            "sample_id": rec["sample_ids"],
-                            "cluster_id": clusters,
-                            "value": values,
-                            "undefined": undefined,
-                        }
-                    )
-                )
-                if rec.get("curve") is not None:
-                    curve = np.asarray(rec["curve"], dtype=float)
-                    fr = np.asarray(rec["fractions"], dtype=float)
-                    ids = np.repeat(np.asarray(rec["sample_ids"]), len(fr))
-                    curves.append(
-                        pd.DataFrame(
-                            {
-                                **ident,
-                                "metric": metric,
-                                "sample_id": ids,
-                                "fraction": np.tile(fr, len(rec["sample_ids"])),
-                                "value": curve.reshape(-1),
-                            }
-                        )
-                    )
-        frame = pd.DataFrame(results)
-        if not frame.empty:
-            frame = frame[RESULT_COLUMNS + [c for c in frame.columns if c not in RESULT_COLUMNS]]
-        atomic_write_csv(self.out / "results.csv", frame)
-        atomic_write_csv(self.out / "samples.csv", pd.concat(samples) if samples else pd.DataFrame())
-        atomic_write_csv(self.out / "curves.csv", pd.concat(curves) if curves else pd.DataFrame())
-        return frame
+        """Rebuild results.csv, samples.csv and curves.csv from finished units; returns the results (each row carries
+        the provenance recorded when its unit was computed). A unit's rows are formatted once per store
+        (:class:`~faithbench.bench.run.tables.Tables`): the runner rewrites the tables as units finish."""
+        return self.tables.write(units, suite)
