@@ -79,7 +79,7 @@ class UnitRows:
     results: list[dict]
     samples: list[pd.DataFrame]
     curves: list[pd.DataFrame]
-    text: dict[tuple[str, tuple], str] = field(default_factory=dict)
+    text: dict[str, tuple[tuple, str]] = field(default_factory=dict)  # kind -> (the dtypes it was written in, CSV)
     empty: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     def columns(self, kind: str) -> pd.DataFrame | None:
@@ -91,12 +91,12 @@ class UnitRows:
 
     def csv(self, kind: str, dtypes: pd.Series) -> str:
         """The rows of ``kind`` (samples or curves) as CSV lines without a header, in the whole table's dtypes."""
-        key = (kind, tuple(dtypes.items()))
-        if key not in self.text:
+        signature = tuple(dtypes.items())
+        if self.text.get(kind, ((),))[0] != signature:
             frames = [f for f in getattr(self, kind) if len(f)]
             rows = pd.concat(frames).astype(dtypes) if frames else None  # one to_csv per unit: it costs ~3 ms a call
-            self.text[key] = "" if rows is None else rows.to_csv(index=False, header=False)
-        return self.text[key]
+            self.text[kind] = (signature, "" if rows is None else rows.to_csv(index=False, header=False))
+        return self.text[kind][1]
 
 
 def unit_rows(unit: dict, suite: str) -> UnitRows:
