@@ -186,6 +186,27 @@ def test_a_run_stopped_after_two_pieces_resumes_on_three_workers_and_reuses_them
         pytest.importorskip("torch").set_num_threads(torch_threads)
 
 
+def test_a_piece_another_worker_merged_away_is_not_computed_again(one_worker, tmp_path, monkeypatch):
+    """A worker that saw a unit unfinished, then found its pieces gone because another worker merged them (the merge
+    saves the unit, then deletes the pieces), computed them again and left them behind (seen once in CI, 3 workers).
+    The worker's stale view is replayed: each unit reads as unfinished once, in a finished run folder."""
+    out = tmp_path / "run"
+    shutil.copytree(one_worker, out)
+    real_load, seen, computed = work.RunStore.load_unit, set(), []
+
+    def stale_once(store, model, method, key):
+        if (model, method) not in seen:
+            seen.add((model, method))
+            return None
+        return real_load(store, model, method, key)
+
+    monkeypatch.setattr(work.RunStore, "load_unit", stale_once)
+    monkeypatch.setattr(work, "evaluate_unit", lambda unit, metrics: computed.append(unit.rank))
+    runner.run(build_suite(SUITE), out, "cpu", False)
+    assert computed == [] and not list((out / "pieces").glob("*.json"))
+    _same_results(one_worker, out)
+
+
 SLOW_PLUGIN = """
 import os, time
 from faithbench.attributions import register_method
