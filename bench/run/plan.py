@@ -17,8 +17,9 @@ from typing import Any
 
 from faithbench.attributions import ALL_CONTROLS, METHODS, AttributionMethod
 from faithbench.bench.run.provenance import code_identity, is_own_file, source_identity
-from faithbench.bench.run.results import JOB_COLUMNS, RunStore
+from faithbench.bench.run.results import RunStore
 from faithbench.bench.run.suite import Suite
+from faithbench.bench.run.tables import JOB_COLUMNS
 from faithbench.metrics.registry import METRICS
 from faithbench.metrics.spec import MetricSpec
 

@@ -27,14 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from faithbench.bench.run.tables import (  # noqa: F401 (the job columns and row layout: readers import them here)
-    JOB_COLUMNS,
-    LEGACY_CONTROLS,
-    RESULT_COLUMNS,
-    Tables,
-    job_columns,
-    legacy_job_columns,
-)
+from faithbench.bench.run.tables import Tables, legacy_job_columns
 from faithbench.errors import UserError
 from faithbench.io import atomic_torch_save, atomic_write_text, load_torch
 

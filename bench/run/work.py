@@ -157,16 +157,14 @@ class Work:
             try:
                 # finished while we looked, or merged: a merge saves the unit before it deletes the pieces, so a
                 # piece gone for that reason is seen here as the unit (computing it again left it behind)
-                if not self.pieces.has(name, job.name, key, c, self.of) and not self._merged(name, job, key):
+                has = self.pieces.has(name, job.name, key, c, self.of)
+                if not has and self.store.load_unit(name, job.name, key) is None:
                     self._compute_piece(name, job, key, c)
                     self.computed.add((name, job.name))
                     moved = True
             finally:
                 self.claims.release(claim)
         return moved
-
-    def _merged(self, name: str, job: Job, key: str) -> bool:
-        return self.store.unit_path(name, job.name).exists() and self.store.load_unit(name, job.name, key) is not None
 
     def _compute_piece(self, name: str, job: Job, key: str, c: int) -> None:
         """Piece ``c``: every metric on the unit's items i with i % pieces == c; its maps, then its record."""

@@ -17,7 +17,8 @@ from faithbench.bench.cli import main
 from faithbench.bench.run import runner, work
 from faithbench.bench.run.folder_lock import FolderLock
 from faithbench.bench.run.rescore import rescore
-from faithbench.bench.run.results import LEGACY_CONTROLS, with_job_columns
+from faithbench.bench.run.results import with_job_columns
+from faithbench.bench.run.tables import LEGACY_CONTROLS
 
 SUITE = """
 name = "store"

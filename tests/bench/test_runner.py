@@ -17,9 +17,9 @@ from faithbench.bench.report.compare import compare, paired_bootstrap
 from faithbench.bench.run import runner, work
 from faithbench.bench.run.intervals import summarise
 from faithbench.bench.run.plan import jobs
-from faithbench.bench.run.results import RESULT_COLUMNS
 from faithbench.bench.run.suite import load_suite, with_overrides
 from faithbench.bench.run.suite_files import available_suites
+from faithbench.bench.run.tables import RESULT_COLUMNS
 
 TINY = """
 name = "tiny"
