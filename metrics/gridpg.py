@@ -16,6 +16,7 @@ over grids and cells.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -210,9 +211,9 @@ class PreparedGrids:
     info: dict[str, Any]
 
 
-def pairing_models(cfg: GridPGConfig, suite_models: tuple[str, ...]) -> tuple[str, ...]:
+def pairing_models(cfg: GridPGConfig, suite_models: Mapping[str, str]) -> tuple[str, ...]:
     """The models whose images fill every model's grids: all of the suite's under ``shared``, else none."""
-    return suite_models if cfg.pairing == "shared" else ()
+    return tuple(suite_models) if cfg.pairing == "shared" else ()
 
 
 def eligibility(

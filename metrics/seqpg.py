@@ -14,6 +14,7 @@ Special and padding tokens belong to no segment and are left out of both sums. A
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -21,6 +22,7 @@ import torch
 from torch import Tensor
 
 from faithbench.config import to_dict
+from faithbench.errors import UserError
 from faithbench.metrics._checks import check_choice, check_finite, check_positive_int, check_tensor
 from faithbench.metrics._share import target_share
 from faithbench.metrics.sequences import SEGMENT_LENGTHS, SequenceSet, build_sequences, truncate_segments
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from faithbench.models.adapter import ModelAdapter
 
 INPUT_FORMATS = ("sentence-pair", "concatenated")
+PER_MODEL = "per-model"  # sequences_from: each model chooses its own sequences
 
 
 def sequence_pointing_game(
@@ -86,9 +89,11 @@ class SeqPGConfig:
     """``[seqpg]``: how the sequences are built (defaults: the issue's 2 segments of 20 tokens; B-cos LM's 0.75
     confidence and seed 42) and scored.
 
-    ``sequences_from``: the model whose predictions choose the segments (B-cos LM builds them once with the
-    conventional model and reuses them for every model: name it here; empty: each model chooses its own,
-    recorded as ``per-model``). ``input_format``: ``sentence-pair`` (the seed code's ``[CLS] s1 [SEP] s2
+    ``sequences_from``: the model whose predictions choose the segments. B-cos LM builds them once with the
+    conventional model and reuses them for every model (App. E), so the default (empty) is the suite's first
+    conventional (``standard``) model, and a suite without one must name the deciding model (which need not be
+    one of its models) or ask for ``per-model`` (each model chooses its own sequences, the protocol B-cos LM
+    rules out for comparisons across models). ``input_format``: ``sentence-pair`` (the seed code's ``[CLS] s1 [SEP] s2
     [SEP]``) or ``concatenated`` (``[CLS] s1 s2 [SEP]``)."""
 
     n_segments: int = 2
@@ -174,7 +179,7 @@ def prepare_sequences(unit: Unit, cfg: SeqPGConfig) -> PreparedSequences:
         **to_dict(cfg),
         "n_long_enough": len(kept),
         "n_confident": 0,
-        "sequences_from": ",".join(shared.models) if shared is not None else "per-model",
+        "sequences_from": ",".join(shared.models) if shared is not None else PER_MODEL,
         "cluster_size": 1,
     }
 
@@ -215,9 +220,21 @@ def prepare_sequences(unit: Unit, cfg: SeqPGConfig) -> PreparedSequences:
     )
 
 
-def pairing_models(cfg: SeqPGConfig, suite_models: tuple[str, ...]) -> tuple[str, ...]:
-    """The model whose predictions choose every model's segments (``sequences_from``), or none."""
-    return (cfg.sequences_from,) if cfg.sequences_from else ()
+def pairing_models(cfg: SeqPGConfig, suite_models: Mapping[str, str]) -> tuple[str, ...]:
+    """The model whose predictions choose every model's segments: ``sequences_from``, by default the suite's
+    first conventional model (``suite_models``: name -> family), none under ``per-model``."""
+    if cfg.sequences_from == PER_MODEL:
+        return ()
+    if cfg.sequences_from:
+        return (cfg.sequences_from,)
+    conventional = [name for name, family in suite_models.items() if family == "standard"]
+    if not conventional:
+        raise UserError(
+            f"[seqpg] needs a conventional model to choose the sequences every model is scored on (B-cos LM App. "
+            f"E), and the suite's models ({', '.join(suite_models)}) are all B-cos: name one with [seqpg] "
+            f'sequences_from = "MODEL" (it need not be in the suite), or set sequences_from = "{PER_MODEL}"'
+        )
+    return (conventional[0],)
 
 
 def evaluate(unit: Unit, cfg: SeqPGConfig) -> MetricResult:

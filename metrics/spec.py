@@ -12,7 +12,7 @@ model's GridPG grids for all its methods) compute it once.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -118,7 +118,9 @@ class MetricSpec:
         ground_truth: the metric knows where the explained evidence is (a grid cell, a segment), so it
             can score the ``oracle`` control (its hook asks ``method.from_truth``); other metrics skip it.
         pairing: hook ``pairing(config, suite_models) -> model names`` that decide the metric's items for every
-            model of the suite (empty: each model chooses its own); ``eligibility(model, images, labels,
+            model of the suite (empty: each model chooses its own); ``suite_models`` maps the suite's models, in
+            order, to their families, and the hook raises :class:`faithbench.errors.UserError` for a suite it
+            cannot pair; ``eligibility(model, images, labels,
             config, device, batch) -> (eligible (M,) bool, score (M,))`` is one model's part of that choice.
             The runner combines them (:mod:`faithbench.bench.run.pairing`) into :attr:`Unit.shared`.
         cost: hook ``cost(unit, config) -> tuple[MetricCost, ...]``: what the metric asks of one piece of a unit (the
@@ -144,7 +146,7 @@ class MetricSpec:
     unavailable: str = ""
     applies: Callable[[Unit], str | None] | None = None
     ground_truth: bool = False
-    pairing: Callable[[Any, tuple[str, ...]], tuple[str, ...]] | None = None
+    pairing: Callable[[Any, Mapping[str, str]], tuple[str, ...]] | None = None
     eligibility: Callable[..., tuple[Tensor, Tensor]] | None = None
     cost: Callable[[Unit, Any], tuple[MetricCost, ...]] | None = None
     float_floor: float = 0.0

@@ -154,7 +154,7 @@ def estimate(steps: Plan, models: Mapping[str, ModelAdapter] | None = None, n_im
     """The cost of running ``steps`` (the models in ``models`` as they are, the others as :func:`stand_in` describes
     them) on an evaluation set of ``n_images`` images (None: not read; work per image is then not counted)."""
     suite, models = steps.suite, dict(models or {})
-    deciding = {x.name: x.spec.pairing(x.config, suite.models) for x in steps.metrics if x.spec.pairing}
+    deciding = {x.name: x.deciders for x in steps.metrics}
     shared = {name: None for name, who in deciding.items() if who}
     notes = [] if n_images else ["the data set was not read: the work per evaluation image (selections) is left out"]
     rows, per_model, skipped = [], [], {}

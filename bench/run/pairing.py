@@ -60,10 +60,8 @@ def share_items(
     wanted: dict[str, tuple[str, ...]] = {}
     metrics = {m.name: m for m in plan.metrics}
     for name, metric in metrics.items():
-        if metric.spec.pairing is not None:
-            models = tuple(metric.spec.pairing(metric.config, tuple(plan.suite.models)))
-            if models:
-                wanted[name] = models
+        if metric.deciders:
+            wanted[name] = metric.deciders
     parts: dict[str, list[tuple[Tensor, Tensor]]] = {name: [] for name in wanted}
     weights: dict[str, str] = {}
     for model_name in dict.fromkeys(m for models in wanted.values() for m in models):

@@ -22,6 +22,7 @@ from faithbench.bench.run.suite import Suite
 from faithbench.bench.run.tables import JOB_COLUMNS
 from faithbench.metrics.registry import METRICS
 from faithbench.metrics.spec import MetricSpec
+from faithbench.models.registry import MODELS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +57,7 @@ class MetricJob:
     name: str
     spec: MetricSpec
     config: Any
+    deciders: tuple[str, ...] = ()  # the models that choose every model's items (spec.pairing); none: each its own
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,11 +76,15 @@ class Plan:
 
 
 def metric_jobs(suite: Suite) -> tuple[MetricJob, ...]:
-    """The suite's metrics with their specs and configs (a metric without a settings table: its defaults)."""
+    """The suite's metrics with their specs, configs (a metric without a settings table: its defaults) and the
+    models that decide their shared items (a suite the metric cannot pair is refused here, before any model loads)."""
+    families = {name: MODELS.get(name).family for name in suite.models}
     out = []
     for name in suite.metrics:
         spec, table = METRICS.get(name), suite.metric_tables.get(name)
-        out.append(MetricJob(name=name, spec=spec, config=suite.configs[table] if table else spec.config()))
+        config = suite.configs[table] if table else spec.config()
+        deciders = tuple(spec.pairing(config, families)) if spec.pairing else ()
+        out.append(MetricJob(name=name, spec=spec, config=config, deciders=deciders))
     return tuple(out)
 
 

@@ -152,7 +152,8 @@ def test_seqpg_rows_of_two_models_share_sequence_ids_when_one_model_chooses_the_
 
     rows, labels = segments_data(per_class=4)
     cfg = SeqPGConfig(segment_length=4, sequences_from="reference")
-    assert pairing_models(cfg, ("a", "b")) == ("reference",) and pairing_models(SeqPGConfig(), ("a",)) == ()
+    assert pairing_models(cfg, {"a": "bcos", "b": "standard"}) == ("reference",)
+    assert pairing_models(SeqPGConfig(sequences_from="per-model"), {"a": "standard"}) == ()
     reference = bag_of_words()
     eligible, score = segment_confidence(reference, torch.tensor(rows), torch.tensor(labels), cfg, "cpu", 8)
     assert eligible.all()
@@ -167,3 +168,32 @@ def test_seqpg_rows_of_two_models_share_sequence_ids_when_one_model_chooses_the_
     assert results[0].params["sequences_from"] == "reference" and results[0].params["n_confident"] == 6
     own = evaluate("seqpg", unit_of(bag_of_words(), "native", rows, labels), SeqPGConfig(segment_length=4))
     assert own.params["sequences_from"] == "per-model" and len(own.sample_ids) == 8
+
+
+def test_seqpg_sequences_default_to_the_suites_conventional_model_and_an_all_bcos_suite_must_name_one():
+    from faithbench.errors import UserError
+    from faithbench.metrics.seqpg import pairing_models
+
+    models = {"bcos_a": "bcos", "conv_a": "standard", "conv_b": "standard"}
+    assert pairing_models(SeqPGConfig(), models) == ("conv_a",)  # B-cos LM App. E: the conventional model decides
+    with pytest.raises(UserError, match='sequences_from = "MODEL"') as info:
+        pairing_models(SeqPGConfig(), {"bcos_a": "bcos", "bcos_b": "bcosified"})
+    assert "bcos_a, bcos_b" in str(info.value) and "per-model" in str(info.value) and "\n" not in str(info.value)
+    assert pairing_models(SeqPGConfig(sequences_from="outside"), {"bcos_a": "bcos"}) == ("outside",)
+
+
+def test_a_text_suite_whose_models_are_all_bcos_is_refused_before_any_folder_exists(tmp_path, capsys):
+    from faithbench.bench.cli import main
+
+    suite = tmp_path / "bcos-only.toml"
+    suite.write_text(
+        'name = "bcos-only"\ndataset = "rotten-tomatoes"\nmodels = ["bcos_minilm1_rt"]\nmethods = ["native"]\n'
+        'metrics = ["seqpg"]\ncontrols = false\n'
+    )
+    out = tmp_path / "run"
+    assert main(["run", "--suite", str(suite), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: [seqpg] needs a conventional model") and err.count("\n") == 1
+    assert not out.exists()
+    suite.write_text(suite.read_text() + '\n[seqpg]\nsequences_from = "minilm1_rt"\n')
+    assert main(["run", "--suite", str(suite), "--out", str(out), "--dry-run"]) == 0
