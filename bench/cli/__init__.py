@@ -21,6 +21,7 @@ COMMANDS = {  # command -> "module:function", imported when the command runs
     "rescore": "faithbench.bench.cli.rescore:cmd_rescore",
     "compare": "faithbench.bench.cli.compare:cmd_compare",
     "status": "faithbench.bench.cli.status:cmd_status",
+    "verdicts": "faithbench.bench.cli.verdicts:cmd_verdicts",
     "perf": "faithbench.bench.cli.perf:cmd_perf",
 }
 

@@ -205,6 +205,25 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     )
     p_status.add_argument("run", metavar="RUN_DIR", help="a run folder (--out of `run`)")
 
+    p_ver = sub.add_parser(
+        "verdicts",
+        parents=[common],
+        help="the seed papers' claims evaluated from finished runs: paired estimates, intervals and verdicts",
+    )
+    p_ver.add_argument(
+        "runs", nargs="+", metavar="RUN_DIR", help="finished run folders (one per suite: vision-full, text, ...)"
+    )
+    p_ver.add_argument("--claims", metavar="FILE", help="a claims file (default: faithbench's paper_claims.toml)")
+    p_ver.add_argument("--out", default=str(Path("runs") / "verdicts"), metavar="DIR", help="default runs/verdicts")
+    p_ver.add_argument(
+        "--locality-grids",
+        type=int,
+        default=50,
+        metavar="N",
+        help="grids of the locality check behind the localisation claims' eligibility (0: none, every such claim "
+        "is then not eligible)",
+    )
+
     p_cmp = sub.add_parser(
         "compare",
         parents=[common],

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from faithbench.models import load_model
 from faithbench.models import zoo as model_zoo
 from faithbench.models.data.mnist import mnist_splits
-from faithbench.models.zoo.locality import locality
+from faithbench.models.zoo.locality import model_locality
 
 
 @dataclass(frozen=True)
@@ -55,16 +55,7 @@ def zoo_rows(names: list[str], *, n_grids: int = 50, seed: int = 0) -> list[ZooR
         if n_grids and model.modality == "image":  # a grid of digits; text models have no cells
             if test is None:
                 test = mnist_splits()[1]
-            check = locality(
-                model.predict_logits,
-                test.images,
-                test.labels,
-                grid_size=2 if model.is_vit else 3,
-                n_grids=n_grids,
-                logit_bias=model.logit_bias,
-                window=model.input_size[0] if model.is_vit else None,
-                seed=seed,
-            )
+            check = model_locality(model, test.images, test.labels, n_grids=n_grids, seed=seed)
             row = ZooRow(**{**row.__dict__, "positive": check.positive, "wins": check.wins, "n_cells": check.n_cells})
         rows.append(row)
     return rows

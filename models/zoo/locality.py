@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -155,4 +156,19 @@ def locality(
         wins=wins.float().mean().item(),
         n_cells=positive.numel(),
         grid_size=grid_size,
+    )
+
+
+def model_locality(model: Any, images: Tensor, labels: Tensor, *, n_grids: int = 50, seed: int = 0) -> Locality:
+    """The check as ``bench zoo`` and the claims' eligibility run it on an image model adapter: 3 x 3 grids for
+    CNNs, 2 x 2 for ViTs seen through windows of their input size at stride half a window."""
+    return locality(
+        model.predict_logits,
+        images,
+        labels,
+        grid_size=2 if model.is_vit else 3,
+        n_grids=n_grids,
+        logit_bias=model.logit_bias,
+        window=model.input_size[0] if model.is_vit else None,
+        seed=seed,
     )

@@ -1,0 +1,99 @@
+"""``python -m bench verdicts RUN_DIR...``: the papers' claims (:mod:`faithbench.bench.report.verdicts`) evaluated from
+finished runs, one row per claim, into ``verdicts.csv`` and ``verdicts.md``.
+
+Each run folder decides the claims of its suite (its ``run.json`` names it). The localisation claims are gated by the
+locality check of every model they name, measured here on the models the runs scored: a zoo model is loaded from the
+cache (never built) and must have the weights the run recorded; a model without the check is not eligible."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from faithbench.bench.report.formats import to_text
+from faithbench.bench.report.stats import read_samples
+from faithbench.bench.report.verdicts import (
+    CLAIMS_FILE,
+    Claim,
+    Rules,
+    RunData,
+    evaluate_claims,
+    load_claims,
+    run_data,
+    verdict_table,
+)
+from faithbench.bench.run.results import read_results
+from faithbench.errors import UserError
+from faithbench.models import load_model, zoo
+from faithbench.models.data.mnist import mnist_splits
+from faithbench.models.zoo.locality import model_locality
+
+
+def read_run(run_dir: Path) -> RunData:
+    """A finished run's suite name, results and per-sample scores; a folder that lacks them is one line."""
+    record = run_dir / "run.json"
+    try:
+        suite = json.loads(record.read_text())["suite"]["name"]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError):
+        why = f"no readable {record.name} naming its suite"
+        raise UserError(f"{run_dir} is not a finished run folder ({why})") from None
+    results = read_results(run_dir / "results.csv")
+    samples = read_samples(run_dir)
+    if samples is None:
+        raise UserError(f"{run_dir} has no per-sample scores (samples.csv): the claims' intervals need them")
+    return run_data(suite, results, samples)
+
+
+def _weights(run_dir: Path) -> dict[str, str]:
+    results = read_results(run_dir / "results.csv")
+    if "model_weights_sha256" not in results:
+        return {}
+    return dict(zip(results["model"], results["model_weights_sha256"].astype(str), strict=True))
+
+
+def measured_locality(
+    claims: tuple[Claim, ...], rules: Rules, runs: dict[str, tuple[Path, RunData]], n_grids: int
+) -> dict[str, float]:
+    """Cell wins of every cached zoo model that a gated claim of a given run names, on the weights that run used."""
+    wanted: dict[str, Path] = {}
+    for c in claims:
+        if c.metric in rules.locality_metrics and c.suite in runs:
+            wanted.update({r.model: runs[c.suite][0] for r in c.rows})
+    found: dict[str, float] = {}
+    test = None
+    for name, run_dir in wanted.items():
+        if name not in zoo.RECIPES or zoo.missing([name]):
+            sys.stderr.write(f"no locality check for {name}: not a cached zoo model (`python -m bench zoo {name}`)\n")
+            continue
+        model = load_model(name)
+        if _weights(run_dir).get(name, model.weights_sha256) != model.weights_sha256:
+            sys.stderr.write(f"no locality check for {name}: the cached weights are not the ones {run_dir} scored\n")
+            continue
+        test = test or mnist_splits()[1]
+        found[name] = model_locality(model, test.images, test.labels, n_grids=n_grids).wins
+    return found
+
+
+def cmd_verdicts(args: argparse.Namespace) -> int:
+    rules, claims = load_claims(Path(args.claims) if args.claims else CLAIMS_FILE)
+    runs: dict[str, tuple[Path, RunData]] = {}
+    for run in args.runs:
+        run_dir = Path(run)
+        data = read_run(run_dir)
+        if data.suite in runs:
+            raise UserError(f"two runs of suite {data.suite!r} given ({runs[data.suite][0]} and {run_dir}): give one")
+        runs[data.suite] = (run_dir, data)
+    locality = measured_locality(claims, rules, runs, args.locality_grids) if args.locality_grids else {}
+    table = evaluate_claims(claims, rules, {s: d for s, (_, d) in runs.items()}, locality)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / "verdicts.csv", index=False)
+    (out / "verdicts.md").write_text(verdict_table(table))
+    shown = table[["id", "here", "n", "verdict"]]
+    sys.stdout.write(to_text(shown, width=160, keys=1) + "\n")
+    counts = table["verdict"].str.split(" (", regex=False).str[0].value_counts()
+    sys.stdout.write(", ".join(f"{n} {v}" for v, n in counts.items()) + f"\nwritten: {out / 'verdicts.csv'}, "
+                     f"{out / 'verdicts.md'}\n")  # fmt: skip
+    return 0
