@@ -12,20 +12,25 @@ import json
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 from faithbench.bench.report.formats import to_text
 from faithbench.bench.report.stats import read_samples
 from faithbench.bench.report.verdicts import (
     CLAIMS_FILE,
+    LOCALITY_FILE,
     Claim,
     Rules,
     RunData,
     evaluate_claims,
     load_claims,
+    read_locality,
     run_data,
     verdict_table,
 )
 from faithbench.bench.run.results import read_results
 from faithbench.errors import UserError
+from faithbench.io import atomic_write_text
 from faithbench.models import load_model, zoo
 from faithbench.models.data.mnist import mnist_splits
 from faithbench.models.zoo.locality import model_locality
@@ -73,7 +78,19 @@ def measured_locality(
             continue
         test = test or mnist_splits()[1]
         found[name] = model_locality(model, test.images, test.labels, n_grids=n_grids).wins
+    for run_dir in dict.fromkeys(wanted.values()):  # the report's claims section reads them there
+        mine = {m: w for m, w in found.items() if wanted[m] == run_dir}
+        if mine:
+            record_locality(run_dir, {**read_locality(run_dir), **mine})
     return found
+
+
+def record_locality(run_dir: Path, wins: dict[str, float]) -> None:
+    text = pd.DataFrame({"model": list(wins), "cell_wins": list(wins.values())}).to_csv(index=False)
+    try:
+        atomic_write_text(run_dir / LOCALITY_FILE, text)
+    except OSError as exc:
+        sys.stderr.write(f"could not record the locality checks in {run_dir} ({exc.strerror}); the verdicts stand\n")
 
 
 def cmd_verdicts(args: argparse.Namespace) -> int:

@@ -12,8 +12,9 @@ import pandas as pd
 from faithbench.bench.report.card import card_section_note, card_text
 from faithbench.bench.report.cost import explanation_cost
 from faithbench.bench.report.formats import WIDTH, to_markdown, to_text
-from faithbench.bench.report.stats import SKILL_NOTE, LeaderboardStats, reliability_text, skill_table
+from faithbench.bench.report.stats import SKILL_NOTE, LeaderboardStats, read_samples, reliability_text, skill_table
 from faithbench.bench.report.tables import row_order, sort_rows
+from faithbench.bench.report.verdicts import LOCALITY_FILE, run_claims
 from faithbench.bench.run import identity
 
 
@@ -128,4 +129,25 @@ def report_sections(
     sections = statistics_sections(stats, results)
     if card is not None and not card.empty:
         sections.append(Section("Report card of the metrics", card_section_note(), card_text(card)))
-    return sections + [s for s in (cost_section(results), identity_section(run_dir)) if s is not None]
+    extra = (claims_section(results, run_dir), cost_section(results), identity_section(run_dir))
+    return sections + [s for s in extra if s is not None]
+
+
+def claims_section(results: pd.DataFrame, run_dir: Path) -> Section | None:
+    """The papers' claims this run's suite decides (:mod:`faithbench.bench.report.verdicts`), or None."""
+    if "suite" not in results or results.empty:
+        return None
+    table = run_claims(run_dir, str(results["suite"].iloc[0]), results, read_samples)
+    if table.empty:
+        return None
+    note = (
+        "The seed papers' claims this suite decides, paired on the samples both rows scored (95 % t interval over the "
+        "clusters), each verdict by the one rule of the docs' results page (holds / on par / fails / not eligible / "
+        f"not run). Localisation claims need each model's locality check, which `bench verdicts` measures and "
+        f"records in {LOCALITY_FILE} beside the results; until then they read not eligible."
+    )
+    return Section(
+        "Paper claims",
+        note,
+        table[["id", "paper_value", "here", "n", "verdict"]].rename(columns={"paper_value": "paper"}),
+    )

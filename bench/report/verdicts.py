@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -171,8 +171,10 @@ def _claim(entry: dict[str, Any], where: str) -> Claim:
     return Claim(**{**entry, "rows": rows, "digits": int(entry.get("digits", 1))})
 
 
-def load_claims(path: Path = CLAIMS_FILE) -> tuple[Rules, tuple[Claim, ...]]:
-    """The rules and claims of a claims file; a malformed one is refused with the claim and the key at fault."""
+def load_claims(path: Path | None = None) -> tuple[Rules, tuple[Claim, ...]]:
+    """The rules and claims of a claims file (default: the shipped one, :data:`CLAIMS_FILE`); a malformed one is
+    refused with the claim and the key at fault."""
+    path = path or CLAIMS_FILE
     try:
         data = tomllib.loads(Path(path).read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -307,3 +309,30 @@ def verdict_table(table: pd.DataFrame) -> str:
         for r in table.itertuples()
     ]
     return "\n".join([head, *lines]) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------- the run's record
+
+LOCALITY_FILE = "locality.csv"  # in a run folder: model, cell_wins, as `bench verdicts` measured them
+
+
+def read_locality(run_dir: Path) -> dict[str, float]:
+    """The locality check's cell wins recorded in a run folder (none recorded: empty)."""
+    try:
+        frame = pd.read_csv(Path(run_dir) / LOCALITY_FILE)
+        return {str(m): float(w) for m, w in zip(frame["model"], frame["cell_wins"], strict=True)}
+    except (OSError, KeyError, ValueError, pd.errors.EmptyDataError, pd.errors.ParserError):
+        return {}
+
+
+def run_claims(
+    run_dir: Path, suite: str, results: pd.DataFrame, read: Callable[[Path], pd.DataFrame | None]
+) -> pd.DataFrame:
+    """The shipped claims that ``suite``'s run decides, evaluated from its files (the report's section); empty when
+    the suite has none or the run has no per-sample scores (``read(run_dir)`` reads them, only when needed)."""
+    rules, claims = load_claims()
+    mine = tuple(c for c in claims if c.suite == suite and c.kind != "untested")
+    samples = read(run_dir) if mine and "params" in results else None
+    if samples is None:
+        return pd.DataFrame(columns=COLUMNS)
+    return evaluate_claims(mine, rules, {suite: run_data(suite, results, samples)}, read_locality(run_dir))

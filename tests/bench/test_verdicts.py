@@ -206,9 +206,11 @@ def test_the_command_decides_claims_from_a_committed_run(tmp_path, capsys):
     )
 
 
-def test_the_locality_check_gates_the_command_on_the_models_the_run_scored(tmp_path):
+def test_the_locality_check_gates_the_command_on_the_models_the_run_scored(tmp_path, monkeypatch):
     """smoke's ViTs: the standard ViT wins few cells (GridPG's premise fails), the B-cos ViT most; the run records the
     cached weights, so both are measured."""
+    from faithbench.bench.report import verdicts
+    from faithbench.bench.report.sections import claims_section
     from faithbench.models import load_model
 
     ref, run = ROOT / "results" / "reference" / "smoke", tmp_path / "smoke"
@@ -235,6 +237,17 @@ def test_the_locality_check_gates_the_command_on_the_models_the_run_scored(tmp_p
     assert table.loc["bcos-vit", "n"] == 4 and not table.loc["bcos-vit", "verdict"].startswith("not")
     assert table.loc["vits", "verdict"].startswith("not eligible (vit_mnist: cells win ")
     assert table.loc["cnn", "verdict"] == "not eligible (cnn_mnist: no locality check)"
+    # the checks are recorded beside the results, so the report's section decides the same claims without a model
+    recorded = pd.read_csv(run / "locality.csv").set_index("model")["cell_wins"]
+    assert set(recorded.index) == {"vit_mnist", "bcos_vit_mnist"} and recorded["vit_mnist"] < 0.5 <= recorded.max()
+    monkeypatch.setattr(verdicts, "CLAIMS_FILE", claims)
+    section = claims_section(results, run)
+    assert section.title == "Paper claims"
+    shown = section.table.set_index("id")
+    assert shown.loc[["bcos-vit", "vits", "cnn"], "verdict"].tolist() == table["verdict"].tolist()
+    (run / "locality.csv").unlink()
+    assert claims_section(results, run).table.set_index("id").loc["bcos-vit", "verdict"].startswith("not eligible")
+    assert claims_section(results.assign(suite="other"), run) is None  # no claim of that suite
     record = json.loads((run / "run.json").read_text())
     record["suite"]["name"] = "other"
     (run / "run.json").write_text(json.dumps(record))
