@@ -1,5 +1,6 @@
-"""Fine-tuning loops of the text zoo: length-pooled seeded batches, AdamW with linear decay, and an optional stop
-when held-out accuracy plateaus (:class:`Plateau`)."""
+"""Fine-tuning loops of the text zoo: length-pooled seeded batches, AdamW with linear decay (after an optional linear
+warm-up), and validation checks during training: a stop when held-out accuracy plateaus (:class:`Plateau`), or the
+best validation checkpoint of a fixed budget (:class:`BestCheckpoint`, B-cos LM App. E)."""
 
 from __future__ import annotations
 
@@ -42,13 +43,17 @@ def train_text_classifier(
     seed: int,
     loss: str,
     pad: int = 0,
-    after_epoch: Callable[[nn.Module], bool] | None = None,
+    after_epoch: Callable[[nn.Module, int], bool] | None = None,
     frozen: Iterable[str] = (),
+    warmup: float = 0.0,
+    checks_per_epoch: int = 1,
 ) -> int:
-    """AdamW (weight decay 0.01), linear decay to 0, length-pooled seeded batches (:func:`length_batches`), on the
-    device of ``model``; ``loss``: ``ce`` or ``bce`` (one-hot); ``pad``: the [PAD] id. ``after_epoch(model)``
-    runs after every epoch (model in eval mode) and stops training by returning True. ``frozen``: names of parameters
-    left as they are (no gradient, no weight decay). Returns the epochs run."""
+    """AdamW (weight decay 0.01), linear decay to 0 (after a linear warm-up over the first ``warmup`` share of the
+    steps, as Hugging Face's linear schedule), length-pooled seeded batches (:func:`length_batches`), on the device of
+    ``model``; ``loss``: ``ce`` or ``bce`` (one-hot); ``pad``: the [PAD] id. ``after_epoch(model, steps)`` runs
+    ``checks_per_epoch`` times an epoch, the last after its final batch (model in eval mode; ``steps``: optimiser
+    steps so far) and stops training by returning True. ``frozen``: names of parameters left as they are (no
+    gradient, no weight decay). Returns the epochs run."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     device = next(model.parameters()).device
@@ -60,23 +65,34 @@ def train_text_classifier(
     for name in kept:
         named[name].requires_grad_(False)
     opt = torch.optim.AdamW([p for name, p in named.items() if name not in kept], lr=lr, weight_decay=0.01)
-    steps = epochs * ((len(labels) + batch_size - 1) // batch_size)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1 - step / steps)
+    per_epoch = (len(labels) + batch_size - 1) // batch_size
+    steps = epochs * per_epoch
+    warm = round(warmup * steps)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, _linear(steps, warm))
+    checks = {round(per_epoch * (k + 1) / checks_per_epoch) for k in range(checks_per_epoch)}  # batches per epoch
     model.train()
     with progress_bar(total=steps, desc="text model", leave=False, unit="step") as bar:
-        run = 0
-        while run < epochs:
-            for idx in length_batches(lengths, batch_size, gen):
+        run, stop = 0, False
+        while run < epochs and not stop:
+            for i, idx in enumerate(length_batches(lengths, batch_size, gen)):
                 logits = text_logits(model, ids[idx].to(device), pad)
                 training_step(logits, labels[idx].to(device), loss, opt, sched, bar)
+                if after_epoch is not None and i + 1 in checks:
+                    stop = after_epoch(model.eval(), run * per_epoch + i + 1)
+                    model.train()
+                    if stop:
+                        break
             run += 1
-            if after_epoch is not None and after_epoch(model.eval()):
-                break
-            model.train()
     for name, flag in kept.items():
         named[name].requires_grad_(flag)
     model.eval()
     return run
+
+
+def _linear(steps: int, warm: int) -> Callable[[int], float]:
+    if warm == 0:
+        return lambda step: 1 - step / steps  # (the recipes built before warm-up existed keep their bits)
+    return lambda step: step / warm if step < warm else (steps - step) / (steps - warm)
 
 
 class Plateau:
@@ -93,7 +109,7 @@ class Plateau:
         self.kept_epoch = 0  # 1-based epoch whose weights ``best_state`` holds
         self.stale = 0
 
-    def __call__(self, model: nn.Module) -> bool:
+    def __call__(self, model: nn.Module, steps: int = 0) -> bool:
         accuracy = self.accuracy(model, "validation")
         self.test.append(self.accuracy(model, "test"))
         self.validation.append(accuracy)
@@ -111,4 +127,39 @@ class Plateau:
             "test_accuracy_by_epoch": self.test,
             "kept_epoch": self.kept_epoch,
             "plateau": {"min_delta": self.min_delta, "patience": self.patience},
+        }
+
+
+class BestCheckpoint:
+    """A fixed budget's best validation checkpoint (B-cos LM App. E: "we use the checkpoint with the best validation
+    performance"), as ``after_epoch`` of :func:`train_text_classifier`: at every check the validation accuracy (which
+    decides) and the test accuracy (logged, never consulted) with the optimiser steps so far; the weights of the
+    first check with the highest validation accuracy are kept. Never stops training."""
+
+    def __init__(self, *, accuracy: Callable[[nn.Module, str], float]) -> None:
+        self.accuracy = accuracy
+        self.validation: list[float] = []
+        self.test: list[float] = []
+        self.steps: list[int] = []
+        self.best_state: dict = {}
+
+    def __call__(self, model: nn.Module, steps: int) -> bool:
+        accuracy = self.accuracy(model, "validation")
+        if not self.validation or accuracy > max(self.validation):
+            self.best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        self.validation.append(accuracy)
+        self.test.append(self.accuracy(model, "test"))
+        self.steps.append(steps)
+        return False
+
+    def record(self) -> dict:
+        """What the build info keeps: every check's steps and accuracies, and the steps to the kept checkpoint (B-cos
+        LM Tab. 3: steps to the best validation score)."""
+        best = self.validation.index(max(self.validation))
+        return {
+            "validation_accuracy_by_check": self.validation,
+            "test_accuracy_by_check": self.test,
+            "steps_by_check": self.steps,
+            "steps_to_best_validation": self.steps[best],
+            "kept_check": best + 1,
         }

@@ -137,3 +137,64 @@ def test_the_ci_text_models_store_what_fine_tuning_changed_and_load_back_to_the_
     ckpt["state_sha256"] = zoo.state_sha256(saved)
     torch.save(ckpt, zoo.checkpoint_path(name))
     assert zoo._load_checkpoint(name, recipe.architecture()) is None
+
+
+def test_the_best_checkpoint_keeps_the_first_best_validation_score_and_never_stops():
+    from faithbench.models.zoo.text_training import BestCheckpoint
+
+    b = BestCheckpoint(accuracy=scripted([0.70, 0.78, 0.75, 0.78, 0.77]))
+    model = Scripted()
+    for check, steps in enumerate((10, 20, 30, 40, 50), start=1):
+        with torch.no_grad():
+            model.epoch.fill_(check)
+        assert b(model, steps) is False
+    assert b.best_state["epoch"].item() == 2  # the tie at check 4 keeps the earlier checkpoint
+    rec = b.record()
+    assert rec["steps_to_best_validation"] == 20 and rec["kept_check"] == 2
+    assert rec["steps_by_check"] == [10, 20, 30, 40, 50]
+    assert rec["test_accuracy_by_check"] == pytest.approx([0.69, 0.77, 0.74, 0.77, 0.76])
+
+
+def test_training_checks_within_epochs_and_warms_the_learning_rate_up_linearly():
+    from faithbench.models.zoo.text_training import train_text_classifier
+
+    class Bag(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = nn.Embedding(8, 2)
+
+        def forward(self, ids, mask):
+            return (self.emb(ids) * mask.unsqueeze(-1)).sum(dim=1)
+
+    ids = torch.randint(1, 8, (40, 5))
+    labels = torch.randint(0, 2, (40,))
+    seen, lrs = [], []
+    model = Bag()
+    opt_step = torch.optim.AdamW.step
+
+    def record_lr(self, *args, **kwargs):
+        lrs.append(self.param_groups[0]["lr"])
+        return opt_step(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch.optim.AdamW, "step", record_lr)
+        run = train_text_classifier(
+            model, ids, labels, epochs=2, lr=1.0, batch_size=4, seed=0, loss="ce",
+            after_epoch=lambda m, steps: seen.append(steps) or False, warmup=0.2, checks_per_epoch=2,
+        )  # fmt: skip
+    assert run == 2 and seen == [5, 10, 15, 20]  # 10 batches an epoch, checked at 5 and 10
+    assert lrs[:5] == pytest.approx([0.0, 0.25, 0.5, 0.75, 1.0])  # 4 warm-up steps of 20
+    assert lrs[5:] == pytest.approx([(20 - s) / 16 for s in range(5, 20)])
+    stopped = train_text_classifier(
+        Bag(), ids, labels, epochs=3, lr=0.1, batch_size=4, seed=0, loss="ce", after_epoch=lambda m, s: s >= 15,
+        checks_per_epoch=2,
+    )  # fmt: skip
+    assert stopped == 2  # the stop at step 15 ends the second epoch early
+
+
+def test_the_text_suites_pair_trains_by_one_budget_rule():
+    for name in ("minilm_rt", "bcos_minilm_rt"):
+        r = RECIPES.get(name)
+        assert r.params["epochs"] == 5 and r.params["budget"] == {"warmup": 0.1, "checks_per_epoch": 2}
+        assert "5 epochs after a 10 % linear warm-up, keeping the best of 10 validation checkpoints" in r.description
+    assert RECIPES.get("minilm_rt").params["lr"] == RECIPES.get("bcos_minilm_rt").params["lr"]
