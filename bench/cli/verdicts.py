@@ -15,15 +15,12 @@ from pathlib import Path
 import pandas as pd
 
 from faithbench.bench.report.formats import to_text
+from faithbench.bench.report.paper_claims import CLAIMS_FILE, Claim, Rules, load_claims
 from faithbench.bench.report.stats import read_samples
 from faithbench.bench.report.verdicts import (
-    CLAIMS_FILE,
     LOCALITY_FILE,
-    Claim,
-    Rules,
     RunData,
     evaluate_claims,
-    load_claims,
     read_locality,
     run_data,
     verdict_table,
@@ -40,7 +37,8 @@ def read_run(run_dir: Path) -> RunData:
     """A finished run's suite name, results and per-sample scores; a folder that lacks them is one line."""
     record = run_dir / "run.json"
     try:
-        suite = json.loads(record.read_text())["suite"]["name"]
+        recorded = json.loads(record.read_text())
+        suite = recorded["suite"]["name"]
     except (OSError, json.JSONDecodeError, KeyError, TypeError):
         why = f"no readable {record.name} naming its suite"
         raise UserError(f"{run_dir} is not a finished run folder ({why})") from None
@@ -48,7 +46,7 @@ def read_run(run_dir: Path) -> RunData:
     samples = read_samples(run_dir)
     if samples is None:
         raise UserError(f"{run_dir} has no per-sample scores (samples.csv): the claims' intervals need them")
-    return run_data(suite, results, samples)
+    return run_data(suite, results, samples, recorded.get("models"))
 
 
 def _weights(run_dir: Path) -> dict[str, str]:

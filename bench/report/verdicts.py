@@ -1,25 +1,12 @@
-"""The papers' claims as data (``paper_claims.toml``), evaluated from finished runs: one row per claim with the paper's
-figure, the paired estimate here with its interval, and a verdict from one rule (:func:`verdict`).
-
-A claim compares rows ``(model, method, metric)`` of one suite's run:
-
-- ``difference``: row a minus row b, paired on the samples both scored (per-sample differences averaged per cluster,
-  a grid for grid metrics, then a t interval over the clusters), expected ``higher``, ``lower`` or ``on par``;
-- ``sign``: one row's mean (per cluster, t interval), expected ``positive`` or ``negative``;
-- ``trend``: a sweep of rows, every consecutive step a paired difference, expected ``rising`` or ``falling``;
-- ``untested``: a claim no run file can decide yet, declared with its ``reason`` (its verdict: not run).
-
-Eligibility is one rule for every model, declared once in the file's ``[rules]``: a claim on a metric listed in
-``locality_metrics`` needs every model it names to win at least ``min_cell_wins`` of its grid cells in the locality
-check (:mod:`faithbench.models.zoo.locality`); rows compared across models must have been scored on shared items.
+"""The papers' claims (:mod:`faithbench.bench.report.paper_claims`) evaluated from finished runs: one row per claim
+with the paper's figure, the estimate here with its interval, and a verdict from one rule (:func:`verdict`).
 """
 
 from __future__ import annotations
 
 import json
-import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,51 +14,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from faithbench.errors import UserError
+from faithbench.bench.report.paper_claims import KINDS, Claim, Row, Rules, load_claims
 
-CLAIMS_FILE = Path(__file__).with_name("paper_claims.toml")
-KINDS = {
-    "difference": ("higher", "lower", "on par"),
-    "sign": ("positive", "negative"),
-    "trend": ("rising", "falling"),
-    "untested": ("",),
-}
 VERDICTS = ("holds", "on par", "fails", "not eligible", "not run")
 COLUMNS = ["id", "paper", "source", "finding", "paper_value", "suite", "metric", "expect", "here", "n", "verdict"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Rules:
-    """The rules every claim is held to, declared once."""
-
-    level: float = 0.95  # of every interval
-    min_cell_wins: float = 0.5  # the locality check's share of cells a model must win in a localisation claim
-    locality_metrics: tuple[str, ...] = ()  # the metrics whose claims the locality check gates
-
-
-@dataclass(frozen=True, kw_only=True)
-class Row:
-    model: str
-    method: str
-
-    def __str__(self) -> str:
-        return f"{self.model} / {self.method}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Claim:
-    id: str
-    paper: str
-    source: str  # table or figure
-    finding: str
-    paper_value: str
-    suite: str
-    metric: str
-    kind: str
-    rows: tuple[Row, ...]
-    expect: str
-    digits: int = 1
-    reason: str = ""  # an untested claim's
 
 
 @dataclass(frozen=True)
@@ -139,62 +85,6 @@ def one_sample(samples: pd.DataFrame, a: Row, metric: str, level: float) -> Esti
     return Estimate(mean, low, high, len(per_cluster))
 
 
-# ----------------------------------------------------------------------------------------------- the claims file
-
-
-def _row(value: Any, where: str) -> Row:
-    if not isinstance(value, dict) or set(value) != {"model", "method"}:
-        raise UserError(f'{where}: a row is {{ model = "...", method = "..." }}, got {value!r}')
-    return Row(model=str(value["model"]), method=str(value["method"]))
-
-
-def _claim(entry: dict[str, Any], where: str) -> Claim:
-    required = {"id", "paper", "source", "finding", "paper_value", "suite", "kind"}
-    fields = required | {"metric", "rows", "expect", "digits", "reason"}
-    if unknown := set(entry) - fields:
-        raise UserError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; valid: {', '.join(sorted(fields))}")
-    kind = entry.get("kind")
-    if kind not in KINDS:
-        raise UserError(f"{where}: unknown kind {kind!r}; valid: {', '.join(KINDS)}")
-    required |= {"reason"} if kind == "untested" else {"metric", "rows", "expect"}
-    if missing := required - set(entry):
-        raise UserError(f"{where}: missing key(s) {', '.join(sorted(missing))}")
-    if kind == "untested":
-        return Claim(**{"metric": "", "rows": (), "expect": "", **entry})
-    expect = entry["expect"]
-    if expect not in KINDS[kind]:
-        raise UserError(f"{where}: a {kind} claim expects one of {', '.join(KINDS[kind])}, got {expect!r}")
-    rows = tuple(_row(r, where) for r in entry["rows"])
-    wanted = {"difference": 2, "sign": 1}.get(kind)
-    if (wanted is not None and len(rows) != wanted) or (kind == "trend" and len(rows) < 2):
-        raise UserError(f"{where}: a {kind} claim compares {wanted or 'at least 2'} rows, got {len(rows)}")
-    return Claim(**{**entry, "rows": rows, "digits": int(entry.get("digits", 1))})
-
-
-def load_claims(path: Path | None = None) -> tuple[Rules, tuple[Claim, ...]]:
-    """The rules and claims of a claims file (default: the shipped one, :data:`CLAIMS_FILE`); a malformed one is
-    refused with the claim and the key at fault."""
-    path = path or CLAIMS_FILE
-    try:
-        data = tomllib.loads(Path(path).read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise UserError(f"cannot read the claims file {path}: {exc}") from None
-    rules = data.get("rules", {})
-    try:
-        parsed = Rules(
-            level=float(rules.get("level", 0.95)),
-            min_cell_wins=float(rules.get("min_cell_wins", 0.5)),
-            locality_metrics=tuple(rules.get("locality_metrics", ())),
-        )
-    except (TypeError, ValueError) as exc:
-        raise UserError(f"{path} [rules]: {exc}") from None
-    claims = tuple(_claim(c, f"{path} claim {c.get('id', i + 1)!r}") for i, c in enumerate(data.get("claim", [])))
-    ids = [c.id for c in claims]
-    if dupes := sorted({i for i in ids if ids.count(i) > 1}):
-        raise UserError(f"{path}: claim ids must be unique; repeated: {', '.join(dupes)}")
-    return parsed, claims
-
-
 # ----------------------------------------------------------------------------------------------- evaluation
 
 
@@ -206,9 +96,10 @@ class RunData:
     suite: str
     samples: pd.DataFrame
     params: Mapping[tuple[str, str, str], dict[str, Any]]
+    models: Mapping[str, dict[str, Any]] = field(default_factory=dict)  # run.json's record of each model
 
 
-def run_data(suite: str, results: pd.DataFrame, samples: pd.DataFrame) -> RunData:
+def run_data(suite: str, results: pd.DataFrame, samples: pd.DataFrame, models: dict | None = None) -> RunData:
     first = results[results["rerun_of"].isna()] if "rerun_of" in results else results
     params = {
         (m, j, k): json.loads(p) if isinstance(p, str) and p else {}
@@ -216,7 +107,7 @@ def run_data(suite: str, results: pd.DataFrame, samples: pd.DataFrame) -> RunDat
     }
     if "rerun_of" in samples:
         samples = samples[samples["rerun_of"].isna()]
-    return RunData(suite, samples, params)
+    return RunData(suite, samples, params, models or {})
 
 
 def _unshared(claim: Claim, run: RunData) -> str | None:
@@ -260,6 +151,8 @@ def evaluate_claim(claim: Claim, rules: Rules, run: RunData | None, locality: Ma
         return out | {"verdict": f"not run ({claim.reason})"}
     if run is None:
         return out | {"verdict": f"not run (no {claim.suite} run given)"}
+    if claim.kind in ("accuracy", "recorded"):
+        return out | _model_claim(claim, rules, run)
     missing = [str(r) for r in claim.rows if (r.model, r.method, claim.metric) not in run.params]
     if missing:
         return out | {"verdict": f"not run ({', '.join(missing)} not in the {claim.suite} run)"}
@@ -287,6 +180,49 @@ def evaluate_claim(claim: Claim, rules: Rules, run: RunData | None, locality: Ma
         "here": f"{levels}; steps {steps}",
         "n": min(e.n for e in estimates),
         "verdict": combined([verdict(step, e.low, e.high) for e in estimates]),
+    }
+
+
+def _accuracy(info: dict[str, Any]) -> tuple[float, int] | None:
+    p, n = info.get("test_accuracy"), info.get("n_test")
+    return (float(p), int(n)) if isinstance(p, int | float) and isinstance(n, int) and n > 0 else None
+
+
+def accuracy_difference(a: tuple[float, int], b: tuple[float, int], level: float) -> Estimate:
+    """a - b of two held-out accuracies in points, with the unpaired (Wald) interval of two proportions."""
+    (pa, na), (pb, nb) = a, b
+    half = float(stats.norm.ppf(0.5 + level / 2) * np.sqrt(pa * (1 - pa) / na + pb * (1 - pb) / nb))
+    d = pa - pb
+    return Estimate(100 * d, 100 * (d - half), 100 * (d + half), min(na, nb), 100 * pa, 100 * pb)
+
+
+def _model_claim(claim: Claim, rules: Rules, run: RunData) -> dict[str, Any]:
+    """An accuracy or recorded claim's estimate and verdict, from run.json's record of the models."""
+    d = claim.digits
+    if claim.kind == "recorded":
+        values = [run.models.get(m, {}).get(claim.key) for m in claim.models]
+        if any(not isinstance(v, int | float) for v in values):
+            lacking = [m for m, v in zip(claim.models, values, strict=True) if not isinstance(v, int | float)]
+            return {"verdict": f"not run (the {claim.suite} run records no {claim.key} of {', '.join(lacking)})"}
+        a, b = (float(v) for v in values)
+        here = f"{a:,.{d}f} vs {b:,.{d}f} {claim.key.replace('_', ' ')} (as recorded, no interval)"
+        return {"here": here, "n": 1, "verdict": verdict(claim.expect, a - b, a - b)}
+    accuracies = [_accuracy(run.models.get(m, {})) for m in claim.models]
+    if any(a is None for a in accuracies):
+        lacking = [m for m, a in zip(claim.models, accuracies, strict=True) if a is None]
+        return {"verdict": f"not run (the {claim.suite} run records no held-out accuracy of {', '.join(lacking)})"}
+    if claim.expect in KINDS["difference"]:
+        e = accuracy_difference(accuracies[0], accuracies[1], rules.level)
+        here = f"{_difference_text(e, d)} points (unpaired)"
+        return {"here": here, "n": e.n, "verdict": verdict(claim.expect, e.low, e.high)}
+    steps = [accuracy_difference(b, a, rules.level) for a, b in zip(accuracies, accuracies[1:], strict=False)]
+    step = "higher" if claim.expect == "rising" else "lower"
+    levels = " → ".join(_fmt(100 * p, d) for p, _ in accuracies)
+    text = ", ".join(f"{_fmt(e.mean, d, True)} ± {_fmt((e.high - e.low) / 2, d)}" for e in steps)
+    return {
+        "here": f"{levels} %; steps {text} (unpaired)",
+        "n": min(e.n for e in steps),
+        "verdict": combined([verdict(step, e.low, e.high) for e in steps]),
     }
 
 
@@ -335,4 +271,8 @@ def run_claims(
     samples = read(run_dir) if mine and "params" in results else None
     if samples is None:
         return pd.DataFrame(columns=COLUMNS)
-    return evaluate_claims(mine, rules, {suite: run_data(suite, results, samples)}, read_locality(run_dir))
+    try:
+        models = json.loads((Path(run_dir) / "run.json").read_text()).get("models")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        models = None
+    return evaluate_claims(mine, rules, {suite: run_data(suite, results, samples, models)}, read_locality(run_dir))

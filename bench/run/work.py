@@ -39,6 +39,19 @@ from faithbench.models.adapter import ModelAdapter
 Pair = tuple[str, str]  # (model, job)
 
 
+# What run.json records of each model's build info (:func:`model_record`): its held-out accuracy and, for the builds
+# that log them, its training budget; the papers' accuracy and training-cost claims are decided from these.
+MODEL_INFO = (
+    *("source", "test_accuracy", "n_test"),
+    *("epochs_run", "kept_epoch", "kept_check", "steps_to_best_validation"),
+)
+
+
+def model_record(info: dict) -> dict:
+    """The :data:`MODEL_INFO` entries of a model's info that are plain numbers or strings."""
+    return {k: info[k] for k in MODEL_INFO if isinstance(info.get(k), int | float | str)}
+
+
 @dataclass
 class Work:
     """The state of one worker: the units' keys it resolved, the units done, the model it holds."""
@@ -144,6 +157,7 @@ class Work:
             "family": model.family,
             "weights_sha256": model.weights_sha256,
             "method_params": method.params,
+            "model_info": model_record(model.info),
         }
 
     def _claim_pieces(self, name: str, job: Job, key: str) -> bool:

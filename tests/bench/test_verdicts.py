@@ -12,13 +12,12 @@ import pytest
 from scipy import stats
 
 from faithbench.bench.cli import main
+from faithbench.bench.report.paper_claims import CLAIMS_FILE, Row, load_claims
 from faithbench.bench.report.verdicts import (
-    CLAIMS_FILE,
-    Row,
     RunData,
+    accuracy_difference,
     combined,
     evaluate_claims,
-    load_claims,
     one_sample,
     paired_difference,
     verdict,
@@ -174,6 +173,9 @@ def test_every_shipped_claim_names_rows_its_suite_computes():
         if c.kind == "untested":
             assert c.reason
             continue
+        if c.kind in ("accuracy", "recorded"):
+            assert set(c.models) <= set(suite["models"]), c.id
+            continue
         assert c.metric in suite["metrics"], c.id
         for row in c.rows:
             assert row.model in suite["models"] and row.method in suite["methods"], (c.id, row)
@@ -209,7 +211,7 @@ def test_the_command_decides_claims_from_a_committed_run(tmp_path, capsys):
 def test_the_locality_check_gates_the_command_on_the_models_the_run_scored(tmp_path, monkeypatch):
     """smoke's ViTs: the standard ViT wins few cells (GridPG's premise fails), the B-cos ViT most; the run records the
     cached weights, so both are measured."""
-    from faithbench.bench.report import verdicts
+    from faithbench.bench.report import paper_claims
     from faithbench.bench.report.sections import claims_section
     from faithbench.models import load_model
 
@@ -240,7 +242,7 @@ def test_the_locality_check_gates_the_command_on_the_models_the_run_scored(tmp_p
     # the checks are recorded beside the results, so the report's section decides the same claims without a model
     recorded = pd.read_csv(run / "locality.csv").set_index("model")["cell_wins"]
     assert set(recorded.index) == {"vit_mnist", "bcos_vit_mnist"} and recorded["vit_mnist"] < 0.5 <= recorded.max()
-    monkeypatch.setattr(verdicts, "CLAIMS_FILE", claims)
+    monkeypatch.setattr(paper_claims, "CLAIMS_FILE", claims)
     section = claims_section(results, run)
     assert section.title == "Paper claims"
     shown = section.table.set_index("id")
@@ -252,3 +254,65 @@ def test_the_locality_check_gates_the_command_on_the_models_the_run_scored(tmp_p
     record["suite"]["name"] = "other"
     (run / "run.json").write_text(json.dumps(record))
     assert main(["verdicts", str(run), str(run), "--claims", str(claims), "--out", str(out)]) == 2
+
+
+def test_accuracy_and_recorded_claims_read_the_models_run_json_records(tmp_path):
+    e = accuracy_difference((0.977, 1000), (0.973, 1000), 0.95)
+    half = 1.959963984540054 * np.sqrt(0.977 * 0.023 / 1000 + 0.973 * 0.027 / 1000)
+    assert e.mean == pytest.approx(0.4) and e.high - e.mean == pytest.approx(100 * half) and e.n == 1000
+    body = "".join(
+        f'[[claim]]\nid = "{i}"\npaper = "P"\nsource = "Tab. 3"\nfinding = "f"\npaper_value = "v"\nsuite = "s"\n'
+        f'kind = "{kind}"\nmodels = {models}\nexpect = "{expect}"\n{extra}\n'
+        for i, kind, models, expect, extra in (
+            ("acc", "accuracy", '["a", "b"]', "higher", ""),
+            ("acc-trend", "accuracy", '["a", "b", "c"]', "falling", ""),
+            ("par", "accuracy", '["b", "c"]', "on par", ""),
+            ("steps", "recorded", '["a", "b"]', "lower", 'key = "steps_to_best_validation"\ndigits = 0'),
+            ("steps-missing", "recorded", '["a", "c"]', "lower", 'key = "steps_to_best_validation"'),
+            ("acc-missing", "accuracy", '["a", "d"]', "higher", ""),
+        )
+    )
+    rules, claims = load_claims(_claims_file(tmp_path, body))
+    models = {
+        "a": {"test_accuracy": 0.98, "n_test": 1000, "steps_to_best_validation": 1595},
+        "b": {"test_accuracy": 0.90, "n_test": 1000, "steps_to_best_validation": 3190},
+        "c": {"test_accuracy": 0.901, "n_test": 1000},
+        "d": {"test_accuracy": 0.9},
+    }
+    run = RunData(
+        "s", pd.DataFrame(columns=["model", "method", "metric", "cluster_id", "sample_id", "value"]), {}, models
+    )
+    table = evaluate_claims(claims, rules, {"s": run}, {}).set_index("id")
+    assert table.loc["acc", "verdict"] == "holds" and table.loc["acc", "here"].startswith("98.0 vs 90.0: +8.0 ± ")
+    assert table.loc["acc-trend", "verdict"] == "on par"  # 98 -> 90 falls, 90 -> 90.1 is flat
+    assert table.loc["acc-trend", "here"].startswith("98.0 → 90.0 → 90.1 %; steps -8.0 ± ")
+    assert table.loc["par", "verdict"] == "holds"
+    assert table.loc["steps", "verdict"] == "holds" and table.loc["steps", "here"].startswith("1,595 vs 3,190 steps")
+    assert table.loc["steps-missing", "verdict"] == "not run (the s run records no steps_to_best_validation of c)"
+    assert table.loc["acc-missing", "verdict"] == "not run (the s run records no held-out accuracy of d)"
+    with pytest.raises(UserError, match="names 2 models and expects higher, lower or on par"):
+        load_claims(
+            _claims_file(
+                tmp_path,
+                body.replace('["a", "b", "c"]', '["a", "b", "c"]\nkey = "k"').replace(
+                    'kind = "accuracy"\nmodels = ["a", "b", "c"]', 'kind = "recorded"\nmodels = ["a", "b", "c"]'
+                ),
+            )
+        )
+
+
+def test_a_run_records_what_its_units_know_of_each_model(tmp_path):
+    from faithbench.bench.run.results import RunStore
+    from faithbench.bench.run.work import model_record
+
+    info = {"test_accuracy": 0.9, "n_test": 10, "steps_to_best_validation": 7, "curve": [0.1], "source": "zoo"}
+    assert model_record(info) == {"source": "zoo", "test_accuracy": 0.9, "n_test": 10, "steps_to_best_validation": 7}
+    units = [
+        {"model": "a", "method": "x", "key": "k1", "model_info": model_record(info)},
+        {"model": "a", "method": "y", "key": "k2", "model_info": model_record(info)},
+        {"model": "b", "method": "x", "key": "k3"},  # a unit written before the record existed
+    ]
+    store = RunStore(tmp_path)
+    store.save_record({"name": "s"}, {}, iter(units))
+    record = json.loads((tmp_path / "run.json").read_text())
+    assert record["models"] == {"a": model_record(info)} and len(record["units"]) == 3
