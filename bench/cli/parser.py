@@ -216,12 +216,18 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     p_ver.add_argument("--claims", metavar="FILE", help="a claims file (default: faithbench's paper_claims.toml)")
     p_ver.add_argument("--out", default=str(Path("runs") / "verdicts"), metavar="DIR", help="default runs/verdicts")
     p_ver.add_argument(
+        "--record",
+        metavar="DIR",
+        help="also write what the claims read of each run (their rows' scores, the models' record and locality "
+        "checks) into DIR/SUITE, a small run folder that verdicts reads back to the same table",
+    )
+    p_ver.add_argument(
         "--locality-grids",
         type=int,
         default=50,
         metavar="N",
-        help="grids of the locality check behind the localisation claims' eligibility (0: none, every such claim "
-        "is then not eligible)",
+        help="grids of the locality check behind the localisation claims' eligibility, for models the run folder "
+        "has no check of (0: measure none)",
     )
 
     p_cmp = sub.add_parser(

@@ -59,7 +59,8 @@ def _weights(run_dir: Path) -> dict[str, str]:
 def measured_locality(
     claims: tuple[Claim, ...], rules: Rules, runs: dict[str, tuple[Path, RunData]], n_grids: int
 ) -> dict[str, float]:
-    """Cell wins of every cached zoo model that a gated claim of a given run names, on the weights that run used."""
+    """Cell wins of every model that a gated claim of a given run names: as the run folder records them
+    (:data:`LOCALITY_FILE`), else measured on a cached zoo model with the weights that run used, and recorded."""
     wanted: dict[str, Path] = {}
     for c in claims:
         if c.metric in rules.locality_metrics and c.suite in runs:
@@ -67,6 +68,11 @@ def measured_locality(
     found: dict[str, float] = {}
     test = None
     for name, run_dir in wanted.items():
+        if name in (recorded := read_locality(run_dir)):
+            found[name] = recorded[name]
+            continue
+        if not n_grids:
+            continue
         if name not in zoo.RECIPES or zoo.missing([name]):
             sys.stderr.write(f"no locality check for {name}: not a cached zoo model (`python -m bench zoo {name}`)\n")
             continue
@@ -100,8 +106,11 @@ def cmd_verdicts(args: argparse.Namespace) -> int:
         if data.suite in runs:
             raise UserError(f"two runs of suite {data.suite!r} given ({runs[data.suite][0]} and {run_dir}): give one")
         runs[data.suite] = (run_dir, data)
-    locality = measured_locality(claims, rules, runs, args.locality_grids) if args.locality_grids else {}
+    locality = measured_locality(claims, rules, runs, args.locality_grids)
     table = evaluate_claims(claims, rules, {s: d for s, (_, d) in runs.items()}, locality)
+    if args.record:
+        for suite, (_, data) in runs.items():
+            record_inputs(Path(args.record) / suite, [c for c in claims if c.suite == suite], data, locality)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "verdicts.csv", index=False)
@@ -112,3 +121,29 @@ def cmd_verdicts(args: argparse.Namespace) -> int:
     sys.stdout.write(", ".join(f"{n} {v}" for v, n in counts.items()) + f"\nwritten: {out / 'verdicts.csv'}, "
                      f"{out / 'verdicts.md'}\n")  # fmt: skip
     return 0
+
+
+def record_inputs(folder: Path, claims: list[Claim], run: RunData, locality: dict[str, float]) -> None:
+    """What the claims read of a run, and nothing else, as a run folder that ``verdicts`` reads back to the same
+    rows: the claims' result rows and per-sample scores (first runs), the models' record and their locality checks
+    (the committed inputs of the results page's claims table)."""
+    rows = {(r.model, r.method, c.metric) for c in claims for r in c.rows}
+    models = {m for c in claims for m in (*c.models, *(r.model for r in c.rows))}
+    folder.mkdir(parents=True, exist_ok=True)
+    keys = list(zip(run.samples["model"], run.samples["method"], run.samples["metric"], strict=True))
+    samples = run.samples[[k in rows for k in keys]]
+    samples = samples.assign(undefined=samples["value"].isna())
+    cols = ["model", "method", "rerun_of", "metric", "sample_id", "cluster_id", "value", "undefined"]
+    atomic_write_text(folder / "samples.csv", samples[cols].to_csv(index=False))
+    results = pd.DataFrame(
+        [
+            {"suite": run.suite, "model": m, "method": j, "metric": k, "mean": float("nan"), "params": json.dumps(p)}
+            for (m, j, k), p in run.params.items()
+            if (m, j, k) in rows
+        ]  # fmt: skip
+    )
+    atomic_write_text(folder / "results.csv", results.to_csv(index=False))
+    record = {"suite": {"name": run.suite}, "models": {m: i for m, i in run.models.items() if m in models}}
+    atomic_write_text(folder / "run.json", json.dumps(record, indent=2, sort_keys=True))
+    if wins := {m: w for m, w in locality.items() if m in models}:
+        record_locality(folder, wins)

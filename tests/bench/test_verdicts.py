@@ -250,6 +250,20 @@ def test_the_locality_check_gates_the_command_on_the_models_the_run_scored(tmp_p
     (run / "locality.csv").unlink()
     assert claims_section(results, run).table.set_index("id").loc["bcos-vit", "verdict"].startswith("not eligible")
     assert claims_section(results.assign(suite="other"), run) is None  # no claim of that suite
+    # what the claims read, recorded as a small run folder, gives the same table without a model or a measurement
+    rec, again = tmp_path / "recorded", tmp_path / "again"
+    assert main(["verdicts", str(run), "--claims", str(claims), "--out", str(again), "--record", str(rec)]) == 0
+    assert sorted(p.name for p in (rec / "smoke").iterdir()) == [
+        "locality.csv",
+        "results.csv",
+        "run.json",
+        "samples.csv",
+    ]
+    assert len(pd.read_csv(rec / "smoke" / "samples.csv")) < len(pd.read_csv(run / "samples.csv")) / 20
+    replay = tmp_path / "replay"
+    args = ["verdicts", str(rec / "smoke"), "--claims", str(claims), "--out", str(replay), "--locality-grids", "0"]
+    assert main(args) == 0
+    assert (replay / "verdicts.csv").read_text() == (again / "verdicts.csv").read_text()
     record = json.loads((run / "run.json").read_text())
     record["suite"]["name"] = "other"
     (run / "run.json").write_text(json.dumps(record))
