@@ -211,7 +211,7 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
         help="the seed papers' claims evaluated from finished runs: paired estimates, intervals and verdicts",
     )
     p_ver.add_argument(
-        "runs", nargs="+", metavar="RUN_DIR", help="finished run folders (one per suite: vision-full, text, ...)"
+        "runs", nargs="*", metavar="RUN_DIR", help="finished run folders (one per suite: vision-full, text, ...)"
     )
     p_ver.add_argument("--claims", metavar="FILE", help="a claims file (default: faithbench's paper_claims.toml)")
     p_ver.add_argument("--out", default=str(Path("runs") / "verdicts"), metavar="DIR", help="default runs/verdicts")

@@ -330,3 +330,14 @@ def test_a_run_records_what_its_units_know_of_each_model(tmp_path):
     store.save_record({"name": "s"}, {}, iter(units))
     record = json.loads((tmp_path / "run.json").read_text())
     assert record["models"] == {"a": model_record(info)} and len(record["units"]) == 3
+
+
+def test_the_results_pages_claims_table_is_generated_from_the_committed_inputs(tmp_path):
+    """docs/results.md's table is `bench verdicts` on results/claims/* (.ci/regenerate-claims-table writes it)."""
+    runs = sorted(str(p) for p in (ROOT / "results" / "claims").glob("*/") if p.is_dir())
+    assert main(["verdicts", *runs, "--locality-grids", "0", "--out", str(tmp_path)]) == 0
+    page = (ROOT / "docs" / "results.md").read_text()
+    block = page.split("<!-- verdicts:start -->\n")[1].split("<!-- verdicts:end -->")[0]
+    assert block == (tmp_path / "verdicts.md").read_text()
+    _, claims = load_claims()
+    assert block.count("\n| ") == len(claims) + 1  # the separator line and one row per claim
