@@ -10,12 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
 from faithbench.bench.report.formats import to_text
-from faithbench.bench.report.paper_claims import CLAIMS_FILE, Claim, Rules, load_claims
+from faithbench.bench.report.paper_claims import CLAIMS_FILE, Claim, load_claims
 from faithbench.bench.report.stats import read_samples
 from faithbench.bench.report.verdicts import (
     LOCALITY_FILE,
@@ -43,10 +44,13 @@ def read_run(run_dir: Path) -> RunData:
         why = f"no readable {record.name} naming its suite"
         raise UserError(f"{run_dir} is not a finished run folder ({why})") from None
     results = read_results(run_dir / "results.csv")
-    samples = read_samples(run_dir)
-    if samples is None:
-        raise UserError(f"{run_dir} has no per-sample scores (samples.csv): the claims' intervals need them")
-    return run_data(suite, results, samples, recorded.get("models"))
+    try:
+        samples = read_samples(run_dir)
+        if samples is None:
+            raise UserError(f"{run_dir} has no per-sample scores (samples.csv): the claims' intervals need them")
+        return run_data(suite, results, samples, recorded.get("models"))
+    except (KeyError, ValueError) as exc:
+        raise UserError(f"{run_dir}: its results.csv or samples.csv lacks what the claims read ({exc})") from None
 
 
 def _weights(run_dir: Path) -> dict[str, str]:
@@ -56,23 +60,13 @@ def _weights(run_dir: Path) -> dict[str, str]:
     return dict(zip(results["model"], results["model_weights_sha256"].astype(str), strict=True))
 
 
-def measured_locality(
-    claims: tuple[Claim, ...], rules: Rules, runs: dict[str, tuple[Path, RunData]], n_grids: int
-) -> dict[str, float]:
-    """Cell wins of every model that a gated claim of a given run names: as the run folder records them
-    (:data:`LOCALITY_FILE`), else measured on a cached zoo model with the weights that run used, and recorded."""
-    wanted: dict[str, Path] = {}
-    for c in claims:
-        if c.metric in rules.locality_metrics and c.suite in runs:
-            wanted.update({r.model: runs[c.suite][0] for r in c.rows})
-    found: dict[str, float] = {}
-    test = None
-    for name, run_dir in wanted.items():
-        if name in (recorded := read_locality(run_dir)):
-            found[name] = recorded[name]
-            continue
-        if not n_grids:
-            continue
+def run_locality(run_dir: Path, models: set[str], n_grids: int, test: list) -> dict[str, float]:
+    """Cell wins of ``models`` in one run: as the run folder records them (:data:`LOCALITY_FILE`), else measured on
+    a cached zoo model with the weights that run scored (``n_grids`` > 0), and the measured ones recorded there."""
+    recorded = read_locality(run_dir)
+    found = {m: recorded[m] for m in models if m in recorded}
+    measured = {}
+    for name in sorted(models - set(found)) if n_grids else ():
         if name not in zoo.RECIPES or zoo.missing([name]):
             sys.stderr.write(f"no locality check for {name}: not a cached zoo model (`python -m bench zoo {name}`)\n")
             continue
@@ -80,13 +74,12 @@ def measured_locality(
         if _weights(run_dir).get(name, model.weights_sha256) != model.weights_sha256:
             sys.stderr.write(f"no locality check for {name}: the cached weights are not the ones {run_dir} scored\n")
             continue
-        test = test or mnist_splits()[1]
-        found[name] = model_locality(model, test.images, test.labels, n_grids=n_grids).wins
-    for run_dir in dict.fromkeys(wanted.values()):  # the report's claims section reads them there
-        mine = {m: w for m, w in found.items() if wanted[m] == run_dir}
-        if mine:
-            record_locality(run_dir, {**read_locality(run_dir), **mine})
-    return found
+        if not test:  # read once, when a model is first measured
+            test.append(mnist_splits()[1])
+        measured[name] = model_locality(model, test[0].images, test[0].labels, n_grids=n_grids).wins
+    if measured:  # the report's claims section reads them there
+        record_locality(run_dir, {**recorded, **measured})
+    return found | measured
 
 
 def record_locality(run_dir: Path, wins: dict[str, float]) -> None:
@@ -106,11 +99,16 @@ def cmd_verdicts(args: argparse.Namespace) -> int:
         if data.suite in runs:
             raise UserError(f"two runs of suite {data.suite!r} given ({runs[data.suite][0]} and {run_dir}): give one")
         runs[data.suite] = (run_dir, data)
-    locality = measured_locality(claims, rules, runs, args.locality_grids)
-    table = evaluate_claims(claims, rules, {s: d for s, (_, d) in runs.items()}, locality)
+    if args.locality_grids < 0:
+        raise UserError(f"--locality-grids must be 0 or more, got {args.locality_grids}")
+    test: list = []
+    for suite, (run_dir, data) in runs.items():
+        gated = {r.model for c in claims if c.suite == suite and c.metric in rules.locality_metrics for r in c.rows}
+        runs[suite] = (run_dir, replace(data, locality=run_locality(run_dir, gated, args.locality_grids, test)))
+    table = evaluate_claims(claims, rules, {s: d for s, (_, d) in runs.items()})
     if args.record:
         for suite, (_, data) in runs.items():
-            record_inputs(Path(args.record) / suite, [c for c in claims if c.suite == suite], data, locality)
+            record_inputs(Path(args.record) / suite, [c for c in claims if c.suite == suite], data)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "verdicts.csv", index=False)
@@ -123,7 +121,7 @@ def cmd_verdicts(args: argparse.Namespace) -> int:
     return 0
 
 
-def record_inputs(folder: Path, claims: list[Claim], run: RunData, locality: dict[str, float]) -> None:
+def record_inputs(folder: Path, claims: list[Claim], run: RunData) -> None:
     """What the claims read of a run, and nothing else, as a run folder that ``verdicts`` reads back to the same
     rows: the claims' result rows and per-sample scores (first runs), the models' record and their locality checks
     (the committed inputs of the results page's claims table)."""
@@ -140,10 +138,11 @@ def record_inputs(folder: Path, claims: list[Claim], run: RunData, locality: dic
             {"suite": run.suite, "model": m, "method": j, "metric": k, "mean": float("nan"), "params": json.dumps(p)}
             for (m, j, k), p in run.params.items()
             if (m, j, k) in rows
-        ]  # fmt: skip
+        ],
+        columns=["suite", "model", "method", "metric", "mean", "params"],
     )
     atomic_write_text(folder / "results.csv", results.to_csv(index=False))
     record = {"suite": {"name": run.suite}, "models": {m: i for m, i in run.models.items() if m in models}}
     atomic_write_text(folder / "run.json", json.dumps(record, indent=2, sort_keys=True))
-    if wins := {m: w for m, w in locality.items() if m in models}:
+    if wins := {m: w for m, w in run.locality.items() if m in models}:
         record_locality(folder, wins)

@@ -114,7 +114,9 @@ def _claim(entry: dict[str, Any], where: str) -> Claim:
     wanted = {"difference": 2, "sign": 1}.get(kind)
     if (wanted is not None and len(rows) != wanted) or (kind == "trend" and len(rows) < 2):
         raise UserError(f"{where}: a {kind} claim compares {wanted or 'at least 2'} rows, got {len(rows)}")
-    return Claim(**{**entry, "rows": rows, "digits": int(entry.get("digits", 1))})
+    if not isinstance(entry.get("digits", 1), int):
+        raise UserError(f"{where}: digits is a whole number, got {entry['digits']!r}")
+    return Claim(**{**entry, "rows": rows})
 
 
 def load_claims(path: Path | None = None) -> tuple[Rules, tuple[Claim, ...]]:
@@ -126,14 +128,17 @@ def load_claims(path: Path | None = None) -> tuple[Rules, tuple[Claim, ...]]:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise UserError(f"cannot read the claims file {path}: {exc}") from None
     rules = data.get("rules", {})
+    metrics = rules.get("locality_metrics", [])
     try:
         parsed = Rules(
             level=float(rules.get("level", 0.95)),
             min_cell_wins=float(rules.get("min_cell_wins", 0.5)),
-            locality_metrics=tuple(rules.get("locality_metrics", ())),
+            locality_metrics=tuple(metrics),
         )
     except (TypeError, ValueError) as exc:
         raise UserError(f"{path} [rules]: {exc}") from None
+    if not 0 < parsed.level < 1 or not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
+        raise UserError(f"{path} [rules]: level is a probability in (0, 1) and locality_metrics a list of metric names")
     claims = tuple(_claim(c, f"{path} claim {c.get('id', i + 1)!r}") for i, c in enumerate(data.get("claim", [])))
     ids = [c.id for c in claims]
     if dupes := sorted({i for i in ids if ids.count(i) > 1}):

@@ -60,7 +60,8 @@ def _interval(values: np.ndarray, level: float) -> tuple[float, float, float]:
 
 def _values(samples: pd.DataFrame, row: Row, metric: str) -> pd.Series:
     part = samples[(samples["model"] == row.model) & (samples["method"] == row.method) & (samples["metric"] == metric)]
-    return part.set_index(["cluster_id", "sample_id"])["value"].dropna()
+    values = part.set_index(["cluster_id", "sample_id"])["value"]
+    return values[np.isfinite(values.to_numpy(dtype=float))]
 
 
 def paired_difference(samples: pd.DataFrame, a: Row, b: Row, metric: str, level: float) -> Estimate | None:
@@ -97,9 +98,16 @@ class RunData:
     samples: pd.DataFrame
     params: Mapping[tuple[str, str, str], dict[str, Any]]
     models: Mapping[str, dict[str, Any]] = field(default_factory=dict)  # run.json's record of each model
+    locality: Mapping[str, float] = field(default_factory=dict)  # the locality check's cell wins, by model
 
 
-def run_data(suite: str, results: pd.DataFrame, samples: pd.DataFrame, models: dict | None = None) -> RunData:
+def run_data(
+    suite: str,
+    results: pd.DataFrame,
+    samples: pd.DataFrame,
+    models: dict | None = None,
+    locality: Mapping[str, float] | None = None,
+) -> RunData:
     first = results[results["rerun_of"].isna()] if "rerun_of" in results else results
     params = {
         (m, j, k): json.loads(p) if isinstance(p, str) and p else {}
@@ -107,21 +115,34 @@ def run_data(suite: str, results: pd.DataFrame, samples: pd.DataFrame, models: d
     }
     if "rerun_of" in samples:
         samples = samples[samples["rerun_of"].isna()]
-    return RunData(suite, samples, params, models or {})
+    # the segments of one sequence (SeqPG: sample id = sequence * n_segments + segment) share their input, so the
+    # sequence is the cluster of the intervals
+    segmented = {k: p["n_segments"] for k, p in params.items() if isinstance(p.get("n_segments"), int)}
+    if any(n > 1 for n in segmented.values()):
+        samples = samples.copy()
+        for (m, j, k), n in segmented.items():
+            rows = (samples["model"] == m) & (samples["method"] == j) & (samples["metric"] == k)
+            samples.loc[rows, "cluster_id"] = samples.loc[rows, "sample_id"] // n
+    return RunData(suite, samples, params, models or {}, locality or {})
 
 
 def _unshared(claim: Claim, run: RunData) -> str | None:
     """Why rows of different models cannot be paired (their items were chosen per model), or None."""
     if len({r.model for r in claim.rows}) < 2:
         return None
+    shapes = set()
     for row in claim.rows:
         p = run.params.get((row.model, row.method, claim.metric), {})
         if not str(p.get("pairing", "shared")).startswith("shared") or p.get("sequences_from") == "per-model":
             return f"{row.model}'s items were chosen per model, not shared"
+        shapes.add((p.get("grid_size"), p.get("cluster_size")))
+    if len(shapes) > 1:  # e.g. a CNN's 3 x 3 grids and a ViT's 2 x 2 grids: the same ids name other items
+        return "the rows' items have different shapes (grid or cluster sizes), so they are not the same items"
     return None
 
 
 def _ineligible(claim: Claim, rules: Rules, locality: Mapping[str, float]) -> str | None:
+    """Why the locality rule keeps the claim out (``locality``: cell wins of the models of the claim's run)."""
     if claim.metric not in rules.locality_metrics:
         return None
     for model in dict.fromkeys(r.model for r in claim.rows):
@@ -144,7 +165,7 @@ def _difference_text(e: Estimate, digits: int) -> str:
     )
 
 
-def evaluate_claim(claim: Claim, rules: Rules, run: RunData | None, locality: Mapping[str, float]) -> dict[str, Any]:
+def evaluate_claim(claim: Claim, rules: Rules, run: RunData | None) -> dict[str, Any]:
     """One claim's row: the estimate here (``here``, ``n`` clusters) and its verdict."""
     out = {c: getattr(claim, c) for c in COLUMNS if hasattr(claim, c)} | {"here": "", "n": 0}
     if claim.kind == "untested":
@@ -156,7 +177,7 @@ def evaluate_claim(claim: Claim, rules: Rules, run: RunData | None, locality: Ma
     missing = [str(r) for r in claim.rows if (r.model, r.method, claim.metric) not in run.params]
     if missing:
         return out | {"verdict": f"not run ({', '.join(missing)} not in the {claim.suite} run)"}
-    why = _ineligible(claim, rules, locality) or _unshared(claim, run)
+    why = _ineligible(claim, rules, run.locality) or _unshared(claim, run)
     if why:
         return out | {"verdict": f"not eligible ({why})"}
     d = claim.digits
@@ -206,7 +227,7 @@ def _model_claim(claim: Claim, rules: Rules, run: RunData) -> dict[str, Any]:
             return {"verdict": f"not run (the {claim.suite} run records no {claim.key} of {', '.join(lacking)})"}
         a, b = (float(v) for v in values)
         here = f"{a:,.{d}f} vs {b:,.{d}f} {claim.key.replace('_', ' ')} (as recorded, no interval)"
-        return {"here": here, "n": 1, "verdict": verdict(claim.expect, a - b, a - b)}
+        return {"here": here, "n": 1, "verdict": f"{verdict(claim.expect, a - b, a - b)} (as recorded)"}
     accuracies = [_accuracy(run.models.get(m, {})) for m in claim.models]
     if any(a is None for a in accuracies):
         lacking = [m for m, a in zip(claim.models, accuracies, strict=True) if a is None]
@@ -226,18 +247,16 @@ def _model_claim(claim: Claim, rules: Rules, run: RunData) -> dict[str, Any]:
     }
 
 
-def evaluate_claims(
-    claims: tuple[Claim, ...], rules: Rules, runs: Mapping[str, RunData], locality: Mapping[str, float]
-) -> pd.DataFrame:
-    """Every claim's row (:data:`COLUMNS`), from the runs by suite name and the models' locality (cell wins)."""
-    rows = [evaluate_claim(c, rules, runs.get(c.suite), locality) for c in claims]
+def evaluate_claims(claims: tuple[Claim, ...], rules: Rules, runs: Mapping[str, RunData]) -> pd.DataFrame:
+    """Every claim's row (:data:`COLUMNS`), from the runs by suite name."""
+    rows = [evaluate_claim(c, rules, runs.get(c.suite)) for c in claims]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def verdict_table(table: pd.DataFrame) -> str:
     """The claims as a Markdown table (the results page's is this, generated)."""
     head = (
-        "| paper | claim | paper's figure | here (paired ± 95 % interval) | n | verdict |\n"
+        "| paper | claim | paper's figure | here (± 95 % interval) | n | verdict |\n"
         "| --- | --- | --- | --- | ---: | --- |"
     )
     lines = [
@@ -275,4 +294,5 @@ def run_claims(
         models = json.loads((Path(run_dir) / "run.json").read_text()).get("models")
     except (OSError, json.JSONDecodeError, AttributeError):
         models = None
-    return evaluate_claims(mine, rules, {suite: run_data(suite, results, samples, models)}, read_locality(run_dir))
+    run = run_data(suite, results, samples, models, read_locality(run_dir))
+    return evaluate_claims(mine, rules, {suite: run})

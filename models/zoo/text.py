@@ -181,6 +181,8 @@ def text_recipe(
     ...}``): ``epochs`` are all run, after a linear warm-up, and the best validation checkpoint is kept
     (:class:`BestCheckpoint`). ``frozen_embeddings``: the word embeddings keep the
     pretrained values (not trained, not stored in the checkpoint: a 1-block MiniLM's is then 8 MB instead of 55)."""
+    if plateau is not None and budget is not None:
+        raise ValueError(f"{name}: a recipe trains to a plateau or by a fixed budget, not both")
     params: dict = {"depth": depth} if checkpoint is None else {"checkpoint": checkpoint}
     params |= {"dataset": dataset} if dataset != DATASET else {}  # (Rotten Tomatoes recipes keep their hashes)
     params |= {"epochs": epochs, "lr": lr, "batch_size": batch_size, "seed": seed}

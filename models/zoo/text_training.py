@@ -69,7 +69,7 @@ def train_text_classifier(
     steps = epochs * per_epoch
     warm = round(warmup * steps)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _linear(steps, warm))
-    checks = {round(per_epoch * (k + 1) / checks_per_epoch) for k in range(checks_per_epoch)}  # batches per epoch
+    checks = {max(1, round(per_epoch * (k + 1) / checks_per_epoch)) for k in range(checks_per_epoch)}  # batch counts
     model.train()
     with progress_bar(total=steps, desc="text model", leave=False, unit="step") as bar:
         run, stop = 0, False

@@ -4,6 +4,7 @@
 import json
 import shutil
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -113,7 +114,7 @@ def test_one_eligibility_rule_and_the_reasons_a_claim_is_not_decided(tmp_path):
     params = {(m, j, "m"): {"pairing": "shared (3 models)"} for m, j in steps}
     params[("other", "native", "m")] = {"pairing": "per-model"}
     params[("b1", "native", "n")] = {}
-    run = RunData("s", samples, params)
+    run = RunData("s", samples, params, {}, {"b1": 0.9, "b2": 0.8, "b3": 0.29})
     body = (
         _claim("rise", "trend", ", ".join(_row(m) for m in ("b1", "b2", "b3")), "rising")
         + _claim("step", "difference", f"{_row('b2')}, {_row('b1')}", "higher")
@@ -126,7 +127,7 @@ def test_one_eligibility_rule_and_the_reasons_a_claim_is_not_decided(tmp_path):
         'kind = "untested"\nreason = "accuracies are not in the run files"\n'
     )
     rules, claims = load_claims(_claims_file(tmp_path, body))
-    table = evaluate_claims(claims, rules, {"s": run}, {"b1": 0.9, "b2": 0.8, "b3": 0.29}).set_index("id")
+    table = evaluate_claims(claims, rules, {"s": run}).set_index("id")
     assert table.loc["rise", "verdict"] == "not eligible (b3: cells win 29.0 %)"
     assert table.loc["step", "verdict"] == "holds" and table.loc["step", "n"] == 4
     assert table.loc["step", "here"].startswith("20.8 vs 10.5: +10.2 ± ")
@@ -137,13 +138,14 @@ def test_one_eligibility_rule_and_the_reasons_a_claim_is_not_decided(tmp_path):
     assert table.loc["elsewhere", "verdict"] == "not run (no t run given)"
     assert table.loc["later", "verdict"] == "not run (accuracies are not in the run files)"
     # the same claims with every model local: the trend's flat step makes it on par; unshared items are refused
-    table = evaluate_claims(claims, rules, {"s": run}, {"b1": 0.9, "b2": 0.8, "b3": 0.6, "other": 1.0})
+    local = replace(run, locality={"b1": 0.9, "b2": 0.8, "b3": 0.6, "other": 1.0})
+    table = evaluate_claims(claims, rules, {"s": local})
     table = table.set_index("id")
     assert table.loc["rise", "verdict"] == "on par" and "; steps +" in table.loc["rise", "here"]
     assert table.loc["unshared", "verdict"] == "not eligible (other's items were chosen per model, not shared)"
     # a metric outside the locality rule needs no check
     ungated, _ = load_claims(_claims_file(tmp_path, body, rules="locality_metrics = []\n"))
-    table = evaluate_claims(claims, ungated, {"s": run}, {}).set_index("id")
+    table = evaluate_claims(claims, ungated, {"s": replace(run, locality={})}).set_index("id")
     assert table.loc["local", "verdict"] == "holds"
 
 
@@ -196,9 +198,10 @@ def test_the_command_decides_claims_from_a_committed_run(tmp_path, capsys):
     s = s[(s["metric"] == "seqpg") & s["rerun_of"].isna() & ~s["undefined"]]
     a = s[(s["model"] == "bcos_minilm1_rt") & (s["method"] == "native")].set_index(["cluster_id", "sample_id"])
     b = s[(s["model"] == "minilm1_rt") & (s["method"] == "input_x_gradient")].set_index(["cluster_id", "sample_id"])
-    d = (a["value"] - b["value"]).dropna().groupby(level=0).mean()
+    diffs = (a["value"] - b["value"]).dropna().reset_index()
+    d = diffs.groupby(diffs["sample_id"] // 2)["value"].mean()  # a sequence's 2 segments share their input
     half = float(d.std() / np.sqrt(len(d))) * stats.t.ppf(0.975, len(d) - 1)
-    assert row["n"] == len(d) == 12  # 6 sequences of 2 segments, a segment is its own cluster
+    assert row["n"] == len(d) == 6  # 6 sequences, each a cluster (the metric's own rows count 12 segments)
     assert row["here"].endswith(f"{d.mean():+.1f} ± {half:.1f}")
     assert row["verdict"] == verdict("higher", d.mean() - half, d.mean() + half)
     assert "1 " + row["verdict"] in capsys.readouterr().out
@@ -296,12 +299,13 @@ def test_accuracy_and_recorded_claims_read_the_models_run_json_records(tmp_path)
     run = RunData(
         "s", pd.DataFrame(columns=["model", "method", "metric", "cluster_id", "sample_id", "value"]), {}, models
     )
-    table = evaluate_claims(claims, rules, {"s": run}, {}).set_index("id")
+    table = evaluate_claims(claims, rules, {"s": run}).set_index("id")
     assert table.loc["acc", "verdict"] == "holds" and table.loc["acc", "here"].startswith("98.0 vs 90.0: +8.0 ± ")
     assert table.loc["acc-trend", "verdict"] == "on par"  # 98 -> 90 falls, 90 -> 90.1 is flat
     assert table.loc["acc-trend", "here"].startswith("98.0 → 90.0 → 90.1 %; steps -8.0 ± ")
     assert table.loc["par", "verdict"] == "holds"
-    assert table.loc["steps", "verdict"] == "holds" and table.loc["steps", "here"].startswith("1,595 vs 3,190 steps")
+    assert table.loc["steps", "verdict"] == "holds (as recorded)"
+    assert table.loc["steps", "here"].startswith("1,595 vs 3,190 steps")
     assert table.loc["steps-missing", "verdict"] == "not run (the s run records no steps_to_best_validation of c)"
     assert table.loc["acc-missing", "verdict"] == "not run (the s run records no held-out accuracy of d)"
     with pytest.raises(UserError, match="names 2 models and expects higher, lower or on par"):
@@ -341,3 +345,27 @@ def test_the_results_pages_claims_table_is_generated_from_the_committed_inputs(t
     assert block == (tmp_path / "verdicts.md").read_text()
     _, claims = load_claims()
     assert block.count("\n| ") == len(claims) + 1  # the separator line and one row per claim
+
+
+def test_rows_of_other_shapes_are_not_paired_and_infinite_scores_are_left_out(tmp_path):
+    cnn = [(c, 9 * c + k, 50.0 + c + k) for c in range(3) for k in range(2)]
+    vit = [(c, 9 * c + k, 40.0 + k) for c in range(3) for k in range(2)]
+    vit[0] = (0, 0, float("inf"))
+    samples = _samples({("cnn", "native"): cnn, ("vit", "native"): vit})
+    params = {("cnn", "native", "m"): {"grid_size": 3}, ("vit", "native", "m"): {"grid_size": 2}}
+    body = _claim("mixed", "difference", f"{_row('cnn')}, {_row('vit')}", "higher") + _claim(
+        "sign", "sign", _row("vit"), "positive"
+    )
+    rules, claims = load_claims(_claims_file(tmp_path, body, rules="locality_metrics = []\n"))
+    table = evaluate_claims(claims, rules, {"s": RunData("s", samples, params)}).set_index("id")
+    assert table.loc["mixed", "verdict"].startswith("not eligible (the rows' items have different shapes")
+    assert table.loc["sign", "here"].startswith("40.7 ± ") and table.loc["sign", "verdict"] == "holds"  # 41, 40.5, 40.5
+
+
+@pytest.mark.parametrize(
+    ("rules", "message"),
+    [('locality_metrics = "gridpg"\n', "a list of metric names"), ("level = 95\n", r"a probability in \(0, 1\)")],
+)
+def test_malformed_rules_are_refused(tmp_path, rules, message):
+    with pytest.raises(UserError, match=message):
+        load_claims(_claims_file(tmp_path, "", rules=rules))

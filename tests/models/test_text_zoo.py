@@ -198,3 +198,11 @@ def test_the_text_suites_pair_trains_by_one_budget_rule():
         assert r.params["epochs"] == 5 and r.params["budget"] == {"warmup": 0.1, "checks_per_epoch": 2}
         assert "5 epochs after a 10 % linear warm-up, keeping the best of 10 validation checkpoints" in r.description
     assert RECIPES.get("minilm_rt").params["lr"] == RECIPES.get("bcos_minilm_rt").params["lr"]
+
+
+def test_without_a_warm_up_the_schedule_and_the_checks_are_the_ones_recipes_were_built_with():
+    from faithbench.models.zoo.text_training import _linear
+
+    assert [_linear(20, 0)(s) for s in range(20)] == [1 - s / 20 for s in range(20)]  # the same floats, bit for bit
+    with pytest.raises(ValueError, match="plateau or by a fixed budget, not both"):
+        text_zoo.text_recipe("x", epochs=1, lr=1e-4, plateau={"min_delta": 0.0, "patience": 1}, budget={"warmup": 0.1})
