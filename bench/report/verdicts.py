@@ -115,7 +115,7 @@ def run_data(
     }
     if "rerun_of" in samples:
         samples = samples[samples["rerun_of"].isna()]
-    # the segments of one sequence (SeqPG: sample id = sequence * n_segments + segment) share their input, so the
+    # the segments of one sequence (sample id = sequence * n_segments + segment) share their input, so the
     # sequence is the cluster of the intervals
     segmented = {k: p["n_segments"] for k, p in params.items() if isinstance(p.get("n_segments"), int)}
     if any(n > 1 for n in segmented.values()):
