@@ -5,7 +5,9 @@ Layout of a run folder::
     .lock             held by the one process writing the folder (:mod:`faithbench.bench.run.folder_lock`)
     run.json          suite, provenance, and the run's units: (model, method, key) of each, the manifest that
                       ``report`` and ``rescore`` read (a unit file that the manifest does not name is not
-                      part of the run)
+                      part of the run), and what the units recorded of each model (held-out accuracy, test
+                      size, training budget: the papers' accuracy and training-cost claims read it)
+    locality.csv      the locality checks ``bench verdicts`` measured for the run's models (it reads them back)
     units/*.json      one finished (model, method) unit each: per-sample scores, curves, timings
     maps/*.pt         every attribution map each unit computed, under its resume key (``bench rescore``)
     examples/*.pt     example attribution maps for the report's panel
