@@ -208,8 +208,8 @@ class Unit:
         return min(4 * self.batch_size, self.max_batch)
 
     def take(self, n: int) -> Tensor:
-        """This shard's item indices among ``n`` items."""
-        return torch.arange(self.rank, n, self.world)
+        """This shard's item indices among ``n`` items (none when there are fewer items than shards before it)."""
+        return torch.arange(min(self.rank, n), n, self.world)
 
     def explain(
         self, inputs: Tensor, targets: Tensor, *, model: ModelAdapter | None = None, tag: str = "model"

@@ -290,3 +290,15 @@ def test_a_job_array_of_three_tasks_through_submitit_gives_the_same_bytes(one_wo
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "submitted 3 workers" in proc.stdout and "task 0: wrote the run's tables" in proc.stdout
     _same_results(one_worker, out)
+
+
+def test_more_pieces_than_items_leaves_the_extra_pieces_empty(tmp_path):
+    """Issue 50: 6 pieces of 4 samples (and 3 grids) crashed in the fifth piece; the pieces beyond the items are
+    empty, and the scores are those of 4 pieces, one item each."""
+    scores = {}
+    for pieces in (4, 6):
+        suite = build_suite({**SUITE, "methods": ["gradient"], "controls": [], "n_samples": 4, "pieces": pieces})
+        frame = runner.run(suite, tmp_path / str(pieces), "cpu", False)
+        scores[pieces] = frame.set_index("metric")[["mean", "n"]]
+    assert scores[6]["n"].to_dict() == {"gridpg": 27, "pixel_deletion": 4, "entropy": 4}
+    pd.testing.assert_frame_equal(scores[4], scores[6])
