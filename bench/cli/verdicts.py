@@ -53,14 +53,7 @@ def read_run(run_dir: Path) -> RunData:
         raise UserError(f"{run_dir}: its results.csv or samples.csv lacks what the claims read ({exc})") from None
 
 
-def _weights(run_dir: Path) -> dict[str, str]:
-    results = read_results(run_dir / "results.csv")
-    if "model_weights_sha256" not in results:
-        return {}
-    return dict(zip(results["model"], results["model_weights_sha256"].astype(str), strict=True))
-
-
-def run_locality(run_dir: Path, models: set[str], n_grids: int, test: list) -> dict[str, float]:
+def run_locality(run_dir: Path, run: RunData, models: set[str], n_grids: int) -> dict[str, float]:
     """Cell wins of ``models`` in one run: as the run folder records them (:data:`LOCALITY_FILE`), else measured on
     a cached zoo model with the weights that run scored (``n_grids`` > 0), and the measured ones recorded there."""
     recorded = read_locality(run_dir)
@@ -71,12 +64,11 @@ def run_locality(run_dir: Path, models: set[str], n_grids: int, test: list) -> d
             sys.stderr.write(f"no locality check for {name}: not a cached zoo model (`python -m bench zoo {name}`)\n")
             continue
         model = load_model(name)
-        if _weights(run_dir).get(name, model.weights_sha256) != model.weights_sha256:
+        if run.weights.get(name, model.weights_sha256) != model.weights_sha256:
             sys.stderr.write(f"no locality check for {name}: the cached weights are not the ones {run_dir} scored\n")
             continue
-        if not test:  # read once, when a model is first measured
-            test.append(mnist_splits()[1])
-        measured[name] = model_locality(model, test[0].images, test[0].labels, n_grids=n_grids).wins
+        test = mnist_splits()[1]  # cached: read once
+        measured[name] = model_locality(model, test.images, test.labels, n_grids=n_grids).wins
     if measured:  # the report's claims section reads them there
         record_locality(run_dir, {**recorded, **measured})
     return found | measured
@@ -101,10 +93,9 @@ def cmd_verdicts(args: argparse.Namespace) -> int:
         runs[data.suite] = (run_dir, data)
     if args.locality_grids < 0:
         raise UserError(f"--locality-grids must be 0 or more, got {args.locality_grids}")
-    test: list = []
     for suite, (run_dir, data) in runs.items():
         gated = {r.model for c in claims if c.suite == suite and c.metric in rules.locality_metrics for r in c.rows}
-        runs[suite] = (run_dir, replace(data, locality=run_locality(run_dir, gated, args.locality_grids, test)))
+        runs[suite] = (run_dir, replace(data, locality=run_locality(run_dir, data, gated, args.locality_grids)))
     table = evaluate_claims(claims, rules, {s: d for s, (_, d) in runs.items()})
     if args.record:
         for suite, (_, data) in runs.items():
@@ -128,8 +119,8 @@ def record_inputs(folder: Path, claims: list[Claim], run: RunData) -> None:
     rows = {(r.model, r.method, c.metric) for c in claims for r in c.rows}
     models = {m for c in claims for m in (*c.models, *(r.model for r in c.rows))}
     folder.mkdir(parents=True, exist_ok=True)
-    keys = list(zip(run.samples["model"], run.samples["method"], run.samples["metric"], strict=True))
-    samples = run.samples[[k in rows for k in keys]]
+    keys = pd.MultiIndex.from_frame(run.samples[["model", "method", "metric"]])
+    samples = run.samples[keys.isin(list(rows))]
     samples = samples.assign(undefined=samples["value"].isna())
     cols = ["model", "method", "rerun_of", "metric", "sample_id", "cluster_id", "value", "undefined"]
     atomic_write_text(folder / "samples.csv", samples[cols].to_csv(index=False))

@@ -16,7 +16,6 @@ from scipy import stats
 
 from faithbench.bench.report.paper_claims import KINDS, Claim, Row, Rules, load_claims
 
-VERDICTS = ("holds", "on par", "fails", "not eligible", "not run")
 COLUMNS = ["id", "paper", "source", "finding", "paper_value", "suite", "metric", "expect", "here", "n", "verdict"]
 
 
@@ -99,6 +98,7 @@ class RunData:
     params: Mapping[tuple[str, str, str], dict[str, Any]]
     models: Mapping[str, dict[str, Any]] = field(default_factory=dict)  # run.json's record of each model
     locality: Mapping[str, float] = field(default_factory=dict)  # the locality check's cell wins, by model
+    weights: Mapping[str, str] = field(default_factory=dict)  # the weights each model was scored with (sha256)
 
 
 def run_data(
@@ -117,13 +117,17 @@ def run_data(
         samples = samples[samples["rerun_of"].isna()]
     # the segments of one sequence (sample id = sequence * n_segments + segment) share their input, so the
     # sequence is the cluster of the intervals
-    segmented = {k: p["n_segments"] for k, p in params.items() if isinstance(p.get("n_segments"), int)}
-    if any(n > 1 for n in segmented.values()):
-        samples = samples.copy()
-        for (m, j, k), n in segmented.items():
-            rows = (samples["model"] == m) & (samples["method"] == j) & (samples["metric"] == k)
-            samples.loc[rows, "cluster_id"] = samples.loc[rows, "sample_id"] // n
-    return RunData(suite, samples, params, models or {}, locality or {})
+    segmented = pd.Series({k: p["n_segments"] for k, p in params.items() if isinstance(p.get("n_segments"), int)})
+    if (segmented > 1).any():
+        keys = pd.MultiIndex.from_frame(samples[["model", "method", "metric"]])
+        n = segmented.reindex(keys).fillna(0).to_numpy(dtype=np.int64)
+        samples = samples.assign(
+            cluster_id=np.where(n > 1, samples["sample_id"] // np.maximum(n, 1), samples["cluster_id"])
+        )
+    weights = {}
+    if "model_weights_sha256" in first:
+        weights = dict(zip(first["model"], first["model_weights_sha256"].astype(str), strict=True))
+    return RunData(suite, samples, params, models or {}, locality or {}, weights)
 
 
 def _unshared(claim: Claim, run: RunData) -> str | None:
@@ -158,11 +162,24 @@ def _fmt(value: float, digits: int, sign: bool = False) -> str:
     return f"{value:{'+' if sign else ''}.{digits}f}"
 
 
+def _pm(e: Estimate, digits: int, sign: bool = False) -> str:
+    """``mean ± half-width``."""
+    return f"{_fmt(e.mean, digits, sign)} ± {_fmt((e.high - e.low) / 2, digits)}"
+
+
 def _difference_text(e: Estimate, digits: int) -> str:
-    return (
-        f"{_fmt(e.a, digits)} vs {_fmt(e.b, digits)}: "
-        f"{_fmt(e.mean, digits, True)} ± {_fmt((e.high - e.low) / 2, digits)}"
-    )
+    return f"{_fmt(e.a, digits)} vs {_fmt(e.b, digits)}: {_pm(e, digits, True)}"
+
+
+def _trend(levels: list[float], steps: list[Estimate], expect: str, digits: int, unit: str = "") -> dict[str, Any]:
+    """A trend's row: its levels, each step's later-minus-earlier estimate, the steps' combined verdict."""
+    step = "higher" if expect == "rising" else "lower"
+    text = ", ".join(_pm(e, digits, True) for e in steps)
+    return {
+        "here": f"{' → '.join(_fmt(v, digits) for v in levels)}{unit}; steps {text}",
+        "n": min(e.n for e in steps),
+        "verdict": combined([verdict(step, e.low, e.high) for e in steps]),
+    }
 
 
 def evaluate_claim(claim: Claim, rules: Rules, run: RunData | None) -> dict[str, Any]:
@@ -185,8 +202,7 @@ def evaluate_claim(claim: Claim, rules: Rules, run: RunData | None) -> dict[str,
         e = one_sample(run.samples, claim.rows[0], claim.metric, rules.level)
         if e is None:
             return out | {"verdict": "not eligible (fewer than 2 scored samples)"}
-        here = f"{_fmt(e.mean, d)} ± {_fmt((e.high - e.low) / 2, d)}"
-        return out | {"here": here, "n": e.n, "verdict": verdict(claim.expect, e.low, e.high)}
+        return out | {"here": _pm(e, d), "n": e.n, "verdict": verdict(claim.expect, e.low, e.high)}
     pairs = list(zip(claim.rows[1:], claim.rows[:-1], strict=True)) if claim.kind == "trend" else [claim.rows]
     estimates = [paired_difference(run.samples, a, b, claim.metric, rules.level) for a, b in pairs]
     if any(e is None for e in estimates):
@@ -194,14 +210,7 @@ def evaluate_claim(claim: Claim, rules: Rules, run: RunData | None) -> dict[str,
     if claim.kind == "difference":
         (e,) = estimates
         return out | {"here": _difference_text(e, d), "n": e.n, "verdict": verdict(claim.expect, e.low, e.high)}
-    step = "higher" if claim.expect == "rising" else "lower"
-    levels = " → ".join(_fmt(v, d) for v in [estimates[0].b, *(e.a for e in estimates)])
-    steps = ", ".join(f"{_fmt(e.mean, d, True)} ± {_fmt((e.high - e.low) / 2, d)}" for e in estimates)
-    return out | {
-        "here": f"{levels}; steps {steps}",
-        "n": min(e.n for e in estimates),
-        "verdict": combined([verdict(step, e.low, e.high) for e in estimates]),
-    }
+    return out | _trend([estimates[0].b, *(e.a for e in estimates)], estimates, claim.expect, d)
 
 
 def _accuracy(info: dict[str, Any]) -> tuple[float, int] | None:
@@ -237,14 +246,8 @@ def _model_claim(claim: Claim, rules: Rules, run: RunData) -> dict[str, Any]:
         here = f"{_difference_text(e, d)} points (unpaired)"
         return {"here": here, "n": e.n, "verdict": verdict(claim.expect, e.low, e.high)}
     steps = [accuracy_difference(b, a, rules.level) for a, b in zip(accuracies, accuracies[1:], strict=False)]
-    step = "higher" if claim.expect == "rising" else "lower"
-    levels = " → ".join(_fmt(100 * p, d) for p, _ in accuracies)
-    text = ", ".join(f"{_fmt(e.mean, d, True)} ± {_fmt((e.high - e.low) / 2, d)}" for e in steps)
-    return {
-        "here": f"{levels} %; steps {text} (unpaired)",
-        "n": min(e.n for e in steps),
-        "verdict": combined([verdict(step, e.low, e.high) for e in steps]),
-    }
+    row = _trend([100 * p for p, _ in accuracies], steps, claim.expect, d, unit=" %")
+    return row | {"here": f"{row['here']} (unpaired)"}
 
 
 def evaluate_claims(claims: tuple[Claim, ...], rules: Rules, runs: Mapping[str, RunData]) -> pd.DataFrame:
