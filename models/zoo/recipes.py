@@ -260,10 +260,11 @@ def bcos_cnn(
     params |= {"classifier_before_pooling": True} if gap else {}  # the dense head is a convolution already
     unit = f", MaxOut {max_out}" if max_out > 1 else ""
     head = ", 1x1 classifier then GAP" if gap else ""
+    seen = f" on a {canvas} px canvas" if canvas else f" with ±{shift} px shifts" if shift else ""
     return from_scratch(
         name,
         "bcos",
-        f"B-cos CNN (B = {b:g}{unit}{head}, official bcos layers) trained from scratch {epochs} epochs, BCE "
+        f"B-cos CNN (B = {b:g}{unit}{head}, official bcos layers) trained from scratch {epochs} epochs{seen}, BCE "
         f"({'non-target classes at 1/C' if target_encoding == 'uniform' else 'one-hot targets'})",
         partial(bcos_gap_cnn if gap else bcos_digit_cnn, b=b, max_out=max_out),
         params=params,

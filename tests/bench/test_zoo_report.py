@@ -32,7 +32,7 @@ def test_not_reached_and_builds_without_a_log():
 
 def test_only_the_papers_pairs_present_in_the_zoo_are_compared():
     assert training_costs([row("bcosified_cnn_gap_mnist", [0.9])]) == []
-    rows = [row("bcosified_cnn_gap_mnist", [0.9]), row("bcos_gap_cnn_mnist_b2", [0.9]), row("cnn_mnist", [0.9])]
+    rows = [row("bcosified_cnn_gap_mnist", [0.9]), row("bcos_gap_cnn_mnist", [0.9]), row("cnn_mnist", [0.9])]
     (c,) = training_costs(rows)
-    assert (c.bcosified, c.from_scratch) == ("bcosified_cnn_gap_mnist", "bcos_gap_cnn_mnist_b2")
+    assert (c.bcosified, c.from_scratch) == ("bcosified_cnn_gap_mnist", "bcos_gap_cnn_mnist")
     assert c.epochs_to_target == 1

@@ -31,6 +31,7 @@ MIN_ACCURACY = {
     "bcos_gap_cnn_mnist_b1_5": 0.9,
     "bcos_gap_cnn_mnist_b2": 0.9,
     "bcos_gap_cnn_mnist_b2_5": 0.9,
+    "bcos_gap_cnn_mnist": 0.93,
     "bcos_vit_mnist": 0.9,
     "bcosified_vit_mnist": 0.93,
 }
@@ -97,6 +98,7 @@ COMPLETE = [  # every bias-free B-cos family and architecture of the zoo
     "aloe_vit_mnist",
     "bcosified_cnn_gap_mnist",
     "bcos_gap_cnn_mnist_b2",
+    "bcos_gap_cnn_mnist",
     "bcos_vit_mnist",
     "bcosified_vit_mnist",
 ]
