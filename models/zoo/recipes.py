@@ -18,7 +18,8 @@ from functools import partial
 from torch import nn
 
 from faithbench.models.bcosify import bcosify
-from faithbench.models.data.mnist import MNIST_MEAN, MNIST_STD, mnist_splits
+from faithbench.models.data.mnist import MNIST_MEAN, MNIST_STD
+from faithbench.models.data.splits import image_splits
 from faithbench.models.encoding import InputEncoding, bcos_inverse, normalized
 from faithbench.models.nets.aloe import AlignmentConfig, align
 from faithbench.models.nets.architectures import (
@@ -84,7 +85,7 @@ def no_training(model: nn.Module, deps: dict, p: dict) -> dict:
 def _train_from_scratch(
     model: nn.Module, deps: dict, p: dict, *, encoding: InputEncoding, bcos: bool, desc: str
 ) -> dict:
-    train, test = mnist_splits()
+    train, test = image_splits(p.get("dataset", "mnist"))
     loss = bce_loss(p) if bcos else "ce"
     curve = train_classifier(
         model,
@@ -120,7 +121,7 @@ def bcosify_digits(
 
 def _bcosified_train(model: nn.Module, deps: dict, p: dict, *, desc: str, **conversion) -> dict:
     """Convert the (single) dependency with the recipe's conversion settings, then fine-tune with BCE."""
-    train, test = mnist_splits()
+    train, test = image_splits(p.get("dataset", "mnist"))
     (source,) = deps.values()
     model.load_state_dict(bcosify_digits(source, **conversion).state_dict())
     before = accuracy(model, BCOS, test)
@@ -141,8 +142,8 @@ def _bcosified_train(model: nn.Module, deps: dict, p: dict, *, desc: str, **conv
 
 
 def aloe_train(model: nn.Module, deps: dict, p: dict) -> dict:
-    train, _ = mnist_splits()
-    teacher = deps["vit_mnist"]
+    train, _ = image_splits(p.get("dataset", "mnist"))
+    (teacher,) = deps.values()
     student = bcosify_digits(teacher, b=2.0, keep_bias=False, first_layer=VIT_PATCHES, classifier_before_pooling=False)
     log = align(
         student,
@@ -184,6 +185,8 @@ def from_scratch(name: str, family: str, description: str, architecture: Callabl
     encoding = BCOS if bcos else STANDARD
     train = partial(_train_from_scratch, encoding=encoding, bcos=bcos, desc=name)
     extra = {"activation": "sigmoid", "logit_bias": BCE_LOGIT_BIAS} if bcos else {}
+    if kw.get("dataset", "mnist") != "mnist":  # in the params, so in the checkpoint's hash
+        kw["params"] = {**kw.get("params", {}), "dataset": kw["dataset"]}
     return Recipe(name, family, description, encoding, architecture, train, **extra, **kw)
 
 
@@ -204,6 +207,7 @@ def bcosified(
     conv_layer: str | None = None,
     target_encoding: str = "uniform",
     classifier_before_pooling: bool = True,
+    dataset: str = "mnist",
 ) -> Recipe:
     """``bcosify(source)`` with B = ``b`` (biases removed unless ``keep_bias``, the classifier moved before the
     global pooling unless not ``classifier_before_pooling``), fine-tuned with BCE on ``target_encoding``."""
@@ -220,6 +224,7 @@ def bcosified(
     params |= {"canvas": canvas} if canvas else {}
     params |= {"b": b} if b != 2.0 else {}
     params |= {"keep_bias": True} if keep_bias else {}
+    params |= {"dataset": dataset} if dataset != "mnist" else {}
     return Recipe(
         name,
         "bcosified",
@@ -233,6 +238,7 @@ def bcosified(
         activation="sigmoid",
         logit_bias=BCE_LOGIT_BIAS,
         conv_layer=conv_layer,
+        dataset=dataset,
     )
 
 
@@ -248,6 +254,7 @@ def bcos_cnn(
     canvas: int = 0,
     gap: bool = False,
     target_encoding: str = "uniform",
+    dataset: str = "mnist",
 ) -> Recipe:
     """A from-scratch B-cos CNN with every layer's B = ``b``: :func:`bcos_digit_cnn` (dense head slid as
     a 7x7 convolution), or with ``gap`` :func:`bcos_gap_cnn` (:class:`GapDigitNet`'s geometry)."""
@@ -269,4 +276,5 @@ def bcos_cnn(
         partial(bcos_gap_cnn if gap else bcos_digit_cnn, b=b, max_out=max_out),
         params=params,
         conv_layer="9",
+        dataset=dataset,
     )

@@ -94,7 +94,7 @@ def test_cli_reports_user_errors_in_one_line(capsys, tmp_path):
     assert main(["run", "--suite", "imagenet", "--data-root", str(tmp_path / "missing"), "--out", str(tmp_path)]) == 2
     assert "--data-root" in capsys.readouterr().err and "does not exist"
     assert main(["run", "--suite", "vision", "--data-root", str(tmp_path), "--out", str(tmp_path)]) == 2
-    assert "classify 28 px MNIST digits" in capsys.readouterr().err
+    assert "classify the zoo's 28 px images" in capsys.readouterr().err
     assert main(["run", "--suite", "imagenet", "--out", str(tmp_path)]) == 2
     assert "needs --data-root" in capsys.readouterr().err
     assert main(["report", str(tmp_path / "none.csv")]) == 2

@@ -184,6 +184,10 @@ def test_models_must_match_the_data_sets_modality_and_classes():
         build_suite({**base, "models": ["minilm_rt"], "dataset": "imdb"})
     assert build_suite({**base, "models": ["minilm_rt"], "dataset": "rotten-tomatoes"}).modality == "text"
     with pytest.raises(
+        UserError, match=r"model 'cnn_mnist' predicts the classes of dataset 'mnist', not 'animal-mnist'"
+    ):
+        build_suite({**base, "models": ["cnn_mnist"], "dataset": "animal-mnist"})
+    with pytest.raises(
         UserError, match=r"read different vocabularies \(tokenizers\): bert_agnews \(wordpiece-uncased\), roberta_"
     ):
         build_suite({**base, "models": ["bert_agnews", "roberta_agnews"], "dataset": "ag-news"})
