@@ -12,15 +12,15 @@ from bcos.models.vit import SimpleViT
 
 from faithbench.metrics.gridpg import get_preset, make_grids, select_grids
 from faithbench.models import load_model, zoo
-from faithbench.models.data.mnist import mnist_splits
+from faithbench.models.data.splits import image_splits
 from tests.models.test_native import _LeafPositionalEmbedding
 
 MIN_ACCURACY = {
     "cnn_mnist": 0.99,
     "bcos_cnn_mnist": 0.95,
     "bcosified_cnn_mnist": 0.98,
-    "vit_mnist": 0.93,
-    "aloe_vit_mnist": 0.93,
+    "vit_mnist": 0.9,  # trained on shifts of up to half a cell (the windows GridPG sees)
+    "aloe_vit_mnist": 0.92,
     "cnn_gap_mnist": 0.97,
     "bcosified_cnn_gap_mnist": 0.96,
     "bcosified_cnn_gap_mnist_b1": 0.95,
@@ -33,13 +33,23 @@ MIN_ACCURACY = {
     "bcos_gap_cnn_mnist_b2_5": 0.9,
     "bcos_gap_cnn_mnist": 0.93,
     "bcos_vit_mnist": 0.9,
-    "bcosified_vit_mnist": 0.93,
+    "bcosified_vit_mnist": 0.9,
+    "cnn_gap_animal": 0.9,  # animal-mnist: below MNIST's ceiling
+    "bcosified_cnn_gap_animal": 0.9,
+    "bcosified_cnn_gap_animal_b1": 0.88,
+    "bcosified_cnn_gap_animal_b1_5": 0.9,
+    "bcosified_cnn_gap_animal_b2_5": 0.9,
+    "bcos_gap_cnn_animal": 0.88,
+    "bcos_gap_cnn_animal_b1": 0.8,
+    "bcos_gap_cnn_animal_b1_5": 0.8,
+    "bcos_gap_cnn_animal_b2": 0.8,
+    "bcos_gap_cnn_animal_b2_5": 0.8,
 }
 
 
 @pytest.fixture(scope="module")
 def test_split():
-    return mnist_splits()[1]
+    return image_splits("mnist")[1]
 
 
 @pytest.fixture(scope="module", params=[n for n, r in zoo.RECIPES.items() if r.modality == "image"])
@@ -47,7 +57,8 @@ def adapter(request):
     return load_model(request.param)
 
 
-def test_accuracy_is_reported_and_good_enough(adapter, test_split):
+def test_accuracy_is_reported_and_good_enough(adapter):
+    test_split = image_splits(zoo.RECIPES.get(adapter.name).dataset)[1]
     assert adapter.info["test_accuracy"] >= MIN_ACCURACY[adapter.name]
     with torch.no_grad():
         logits = adapter(adapter.encode(test_split.images))
@@ -55,7 +66,8 @@ def test_accuracy_is_reported_and_good_enough(adapter, test_split):
     assert measured == pytest.approx(adapter.info["test_accuracy"], abs=1e-6)
 
 
-def test_every_class_has_confident_images_for_gridpg(adapter, test_split):
+def test_every_class_has_confident_images_for_gridpg(adapter):
+    test_split = image_splits(zoo.RECIPES.get(adapter.name).dataset)[1]
     with torch.no_grad():
         logits = adapter(adapter.encode(test_split.images))
     correct = logits.argmax(1) == test_split.labels
