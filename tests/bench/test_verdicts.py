@@ -212,8 +212,8 @@ def test_the_command_decides_claims_from_a_committed_run(tmp_path, capsys):
 
 
 def test_the_locality_check_gates_the_command_on_the_models_the_run_scored(tmp_path, monkeypatch):
-    """smoke's ViTs: the standard ViT wins few cells (GridPG's premise fails), the B-cos ViT most; the run records the
-    cached weights, so both are measured."""
+    """smoke's models: the dense-head B-cos CNN wins few cells (GridPG's premise fails), the B-cos ViT most; the run
+    records the cached weights, so both are measured."""
     from faithbench.bench.report import paper_claims
     from faithbench.bench.report.sections import claims_section
     from faithbench.models import load_model
@@ -223,14 +223,14 @@ def test_the_locality_check_gates_the_command_on_the_models_the_run_scored(tmp_p
     for name in ("run.json", "samples.csv"):
         shutil.copy(ref / name, run / name)
     results = pd.read_csv(ref / "results.csv")
-    for model in ("vit_mnist", "bcos_vit_mnist"):
+    for model in ("bcos_cnn_mnist", "bcos_vit_mnist"):
         results.loc[results["model"] == model, "model_weights_sha256"] = load_model(model).weights_sha256
     results.loc[results["model"] == "cnn_mnist", "model_weights_sha256"] = "0" * 64  # not the cached weights
     results.to_csv(run / "results.csv", index=False)
     vit = f"{_row('bcos_vit_mnist')}, {_row('bcos_vit_mnist', 'integrated_gradients')}"
     body = (
         _claim("bcos-vit", "difference", vit, "higher", metric="gridpg", suite="smoke")
-        + _claim("vits", "difference", f"{_row('bcos_vit_mnist')}, {_row('vit_mnist', 'gradient')}", "higher",
+        + _claim("dense", "difference", f"{_row('bcos_cnn_mnist')}, {_row('bcos_cnn_mnist', 'gradient')}", "higher",
                  metric="gridpg", suite="smoke")
         + _claim("cnn", "difference", f"{_row('cnn_mnist', 'lrp')}, {_row('cnn_mnist', 'gradient')}", "higher",
                  metric="gridpg", suite="smoke")
@@ -240,16 +240,17 @@ def test_the_locality_check_gates_the_command_on_the_models_the_run_scored(tmp_p
     assert main(["verdicts", str(run), "--claims", str(claims), "--out", str(out), "--locality-grids", "20"]) == 0
     table = pd.read_csv(out / "verdicts.csv").set_index("id")
     assert table.loc["bcos-vit", "n"] == 4 and not table.loc["bcos-vit", "verdict"].startswith("not")
-    assert table.loc["vits", "verdict"].startswith("not eligible (vit_mnist: cells win ")
+    assert table.loc["dense", "verdict"].startswith("not eligible (bcos_cnn_mnist: cells win ")
     assert table.loc["cnn", "verdict"] == "not eligible (cnn_mnist: no locality check)"
     # the checks are recorded beside the results, so the report's section decides the same claims without a model
     recorded = pd.read_csv(run / "locality.csv").set_index("model")["cell_wins"]
-    assert set(recorded.index) == {"vit_mnist", "bcos_vit_mnist"} and recorded["vit_mnist"] < 0.5 <= recorded.max()
+    assert set(recorded.index) == {"bcos_cnn_mnist", "bcos_vit_mnist"}
+    assert recorded["bcos_cnn_mnist"] < 0.5 <= recorded["bcos_vit_mnist"]
     monkeypatch.setattr(paper_claims, "CLAIMS_FILE", claims)
     section = claims_section(results, run)
     assert section.title == "Paper claims"
     shown = section.table.set_index("id")
-    assert shown.loc[["bcos-vit", "vits", "cnn"], "verdict"].tolist() == table["verdict"].tolist()
+    assert shown.loc[["bcos-vit", "dense", "cnn"], "verdict"].tolist() == table["verdict"].tolist()
     (run / "locality.csv").unlink()
     assert claims_section(results, run).table.set_index("id").loc["bcos-vit", "verdict"].startswith("not eligible")
     assert claims_section(results.assign(suite="other"), run) is None  # no claim of that suite
