@@ -24,55 +24,62 @@ from faithbench.models.zoo.text import TEXT_RECIPES
 from faithbench.registry import Registry
 
 CANVAS = 36  # GAP models train on digits placed at random on a 36 px black canvas (translation, background)
-GAP_CNN = "cnn_gap_mnist"
 # The ViTs see a grid only through windows of one cell at stride half a cell (GridPG's ViT presets), so they train on
 # digits shifted by up to half a cell: a window's partial digit is then classified as its own class (the locality
 # check's cells win 92.5 % for vit_mnist, 29 % with +-2 px shifts)
 VIT_SHIFT = 14
 TEST_BED_STANDARD = {"epochs": 6, "lr": 3e-3, "seed": 0, "canvas": CANVAS}  # cnn_gap_mnist's training
 GAP_TUNE = {"epochs": 3, "lr": 1e-3, "canvas": CANVAS, "conv_layer": "1.features"}
-# The test bed of issue 11: a GAP CNN that classifies grid cells locally, its B-cosification and the
-# B-cosification ablations (B, biases), from-scratch B-cos GAP CNNs over B (TPAMI Fig. 5, MaxOut as there),
-# and the ViT comparisons (B-cos ViT from scratch, TPAMI Tab. 4; plain B-cosified ViT, ALOE's baseline).
-TEST_BED = (
-    from_scratch(
-        GAP_CNN,
-        "standard",
-        f"CNN with a global-average-pooled head (4 convs, BN, ReLU; 1x1 conv classifier, then the mean), trained "
-        f"6 epochs on a {CANVAS} px canvas",
-        GapDigitNet,
-        params={**TEST_BED_STANDARD, "classifier_before_pooling": True},
-        conv_layer="features",
-    ),
-    bcosified(
-        "bcosified_cnn_gap_mnist",
-        GAP_CNN,
-        GapDigitNet,
-        f"{GAP_CNN} B-cosified (B = 2, no biases, avg-pool) and fine-tuned 3 epochs, BCE with 1/C off-targets",
-        **GAP_TUNE,
-    ),
-    *(
-        bcosified(
-            f"bcosified_cnn_gap_mnist_{tag}",
-            GAP_CNN,
+MATCHED = {k: v for k, v in TEST_BED_STANDARD.items() if k != "seed"}  # the from-scratch B-cos CNN's recipe
+
+
+def gap_bed(tag: str, dataset: str, *, bias_ablation: bool = False) -> tuple[Recipe, ...]:
+    """The GAP test bed on one image set, its models named ``*_{tag}``: the standard GAP CNN, its B-cosification over
+    B (with ``bias_ablation`` also at B = 2 with biases kept; B-cosification Tab. 2-4), the from-scratch B-cos CNN
+    on the matched recipe (B-cosification Fig. 3 / Tab. 4: GapDigitNet's geometry with no activation and no MaxOut,
+    as B-cos v2's ImageNet CNNs, while B-cosified models keep their ReLUs as the paper's do; trained by the standard
+    model's recipe, as the paper's B-cos models were trained by torchvision's) and TPAMI Fig. 5's MaxOut sweep."""
+    standard = f"cnn_gap_{tag}"
+    variants = [("", 2.0, False), ("_b1", 1.0, False), ("_b1_5", 1.5, False), ("_b2_5", 2.5, False)]
+    variants += [("_bias", 2.0, True)] if bias_ablation else []
+    return (
+        from_scratch(
+            standard,
+            "standard",
+            f"CNN with a global-average-pooled head (4 convs, BN, ReLU; 1x1 conv classifier, then the mean), trained "
+            f"6 epochs on a {CANVAS} px canvas ({dataset})",
             GapDigitNet,
-            f"ablation: {GAP_CNN} B-cosified with B = {b:g}, biases {'kept' if keep else 'removed'}, 3 epochs BCE",
-            b=b,
-            keep_bias=keep,
-            **GAP_TUNE,
-        )
-        for tag, b, keep in (("b1", 1.0, False), ("b1_5", 1.5, False), ("b2_5", 2.5, False), ("bias", 2.0, True))
-    ),
-    *(
-        # 28 px digits shifted by up to 3 px: on the black canvas B = 1 does not train (27-60 % held out)
-        bcos_cnn(f"bcos_gap_cnn_mnist_b{tag}", b=b, max_out=2, epochs=8, shift=3, gap=True)
-        for tag, b in (("1", 1.0), ("1_5", 1.5), ("2", 2.0), ("2_5", 2.5))
-    ),
-    # B-cosification Fig. 3 / Tab. 4's from-scratch model on the matched recipe: GapDigitNet's geometry as a B-cos CNN
-    # with no activation (as B-cos v2's ImageNet CNNs; B-cosified models keep their ReLUs, as the paper's do) trained
-    # by the standard model's recipe (epochs, learning rate, 36 px canvas), as the paper's B-cos models were trained
-    # by torchvision's
-    bcos_cnn("bcos_gap_cnn_mnist", b=2, **{k: v for k, v in TEST_BED_STANDARD.items() if k != "seed"}, gap=True),
+            params={**TEST_BED_STANDARD, "classifier_before_pooling": True},
+            conv_layer="features",
+            dataset=dataset,
+        ),
+        *(
+            bcosified(
+                f"bcosified_cnn_gap_{tag}{suffix}",
+                standard,
+                GapDigitNet,
+                f"{standard} B-cosified (B = {b:g}, biases {'kept' if keep else 'removed'}, avg-pool) and fine-tuned "
+                "3 epochs, BCE with 1/C off-targets",
+                b=b,
+                keep_bias=keep,
+                dataset=dataset,
+                **GAP_TUNE,
+            )
+            for suffix, b, keep in variants
+        ),
+        bcos_cnn(f"bcos_gap_cnn_{tag}", b=2, **MATCHED, gap=True, dataset=dataset),
+        *(
+            # shifted by up to 3 px: on the black canvas B = 1 does not train (27-60 % held out on the digits)
+            bcos_cnn(f"bcos_gap_cnn_{tag}_b{t}", b=b, max_out=2, epochs=8, shift=3, gap=True, dataset=dataset)
+            for t, b in (("1", 1.0), ("1_5", 1.5), ("2", 2.0), ("2_5", 2.5))
+        ),
+    )
+
+
+# The test bed of issue 11 on the digits (bench/suites/bcos-ablation.toml) and the ViT comparisons (B-cos ViT from
+# scratch, TPAMI Tab. 4; plain B-cosified ViT, ALOE's baseline).
+TEST_BED = (
+    *gap_bed("mnist", "mnist", bias_ablation=True),
     from_scratch(
         "bcos_vit_mnist",
         "bcos",
@@ -103,45 +110,9 @@ TEST_BED = (
         is_vit=True,
     ),
 )
-ANIMALS = "animal-mnist"
-GAP_ANIMAL = "cnn_gap_animal"
-# The GAP test bed on animal silhouettes (off MNIST's accuracy ceiling, where the papers' accuracy trade-offs can
-# show): every recipe its digit twin's, only the data set differs. B-cosification (B = 1, 1.5, 2, 2.5; Tab. 2 / 4),
-# the matched from-scratch model (Fig. 3 / Tab. 4) and TPAMI Fig. 5's MaxOut sweep.
-ANIMAL_BED = (
-    from_scratch(
-        GAP_ANIMAL,
-        "standard",
-        f"{GAP_CNN}'s architecture and recipe on animal-mnist (6 epochs on a {CANVAS} px canvas)",
-        GapDigitNet,
-        params={**TEST_BED_STANDARD, "classifier_before_pooling": True},
-        conv_layer="features",
-        dataset=ANIMALS,
-    ),
-    *(
-        bcosified(
-            f"bcosified_cnn_gap_animal{tag}",
-            GAP_ANIMAL,
-            GapDigitNet,
-            f"{GAP_ANIMAL} B-cosified (B = {b:g}, no biases, avg-pool), fine-tuned 3 epochs, BCE with 1/C off-targets",
-            b=b,
-            dataset=ANIMALS,
-            **GAP_TUNE,
-        )
-        for tag, b in (("", 2.0), ("_b1", 1.0), ("_b1_5", 1.5), ("_b2_5", 2.5))
-    ),
-    bcos_cnn(
-        "bcos_gap_cnn_animal",
-        b=2,
-        **{k: v for k, v in TEST_BED_STANDARD.items() if k != "seed"},
-        gap=True,
-        dataset=ANIMALS,
-    ),
-    *(
-        bcos_cnn(f"bcos_gap_cnn_animal_b{tag}", b=b, max_out=2, epochs=8, shift=3, gap=True, dataset=ANIMALS)
-        for tag, b in (("1", 1.0), ("1_5", 1.5), ("2", 2.0), ("2_5", 2.5))
-    ),
-)
+# The GAP test bed on animal silhouettes (bench/suites/animal-ablation.toml): off MNIST's accuracy ceiling, where the
+# papers' accuracy trade-offs can show; every recipe its digit twin's, only the data set differs.
+ANIMAL_BED = gap_bed("animal", "animal-mnist")
 RECIPES: Registry[Recipe] = Registry("zoo model")
 for _recipe in (
     Recipe(
