@@ -4,7 +4,9 @@ Both explain the probability of the target (softmax, or sigmoid for B-cos models
 which image segments are present; absent segments take ``baseline`` (default 0 in model-input
 space, on every channel, so both halves of a B-cos [x, 1 - x] pair go together). Segments come from
 the decoded image: ``quickshift`` (LIME's default: kernel 4, max_dist 200, ratio 0.2, as TPAMI's
-code), ``slic`` or a square grid of ``patches``. Maps hold each segment's value on its pixels.
+code), ``slic`` or a square grid of ``patches``; ``auto`` (LIME's default here) is quickshift on images of at least
+64 px a side and slic below (quickshift finds 1-2 segments on a 28 px digit). Maps hold each segment's value on its
+pixels.
 Sampling is seeded per sample, so a map does not depend on the rest of the batch; the perturbations
 of all samples share model calls of at most ``max_batch`` inputs (:mod:`faithbench.attributions.sampling`).
 On text every token is a segment ([CLS] and [SEP] one more, :func:`token_segments`), and an absent token
@@ -24,13 +26,22 @@ from faithbench.attributions.sampling import ScoreFn, lime_weights, segment_maps
 from faithbench.errors import ParameterError, check_choice
 from faithbench.models.adapter import ModelAdapter
 
-SEGMENTATIONS = ("quickshift", "slic", "patches")
+SEGMENTATIONS = ("auto", "quickshift", "slic", "patches")
+QUICKSHIFT_MIN_SIDE = 64  # ``auto``: quickshift from this image side (px) up, slic below
+
+
+def resolve_segmentation(method: str, height: int, width: int) -> str:
+    """``auto`` resolved for an image of ``height`` x ``width`` px; any other segmentation as given."""
+    if method != "auto":
+        return method
+    return "quickshift" if min(height, width) >= QUICKSHIFT_MIN_SIDE else "slic"
 
 
 def segment(images: Tensor, method: str, **params: float) -> Tensor:
     """Integer segment maps (B, H, W), labels 0..K-1 per image, from images (B, C, H, W) in [0, 1]."""
     check_choice(method, "segmentation", SEGMENTATIONS)
     b, c, h, w = images.shape
+    method = resolve_segmentation(method, h, w)
     if method == "patches":
         grid = int(params.get("grid", 7))
         rows = torch.arange(h, device=images.device) * grid // h
@@ -96,7 +107,8 @@ class _SegmentMethod(AttributionMethod):
         if model.modality == "text":  # every token one segment, [CLS] / [SEP] / padding one more
             return model.input_size[-1] - 1, "text: counted at the longest input (every token a segment)"
         h, w = model.input_size[-2:]
-        params, method = self.params["segmentation_params"] or {}, self.params["segmentation"]
+        params = self.params["segmentation_params"] or {}
+        method = resolve_segmentation(self.params["segmentation"], h, w)
         if method == "patches":
             grid = int(params.get("grid", 7))
             return min(grid, h) * min(grid, w), ""
@@ -142,7 +154,7 @@ class Lime(_SegmentMethod):
     )
     defaults: ClassVar[dict] = {
         "n_samples": 500,
-        "segmentation": "quickshift",
+        "segmentation": "auto",
         "segmentation_params": None,
         "output": "weights",
         "top_k": 5,

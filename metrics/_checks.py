@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
 
 from faithbench.errors import check_choice  # noqa: F401 - re-exported for the metric modules
+
+C = TypeVar("C")
 
 
 def check_tensor(x: object, name: str, *, min_dim: int = 1, floating: bool = False) -> Tensor:
@@ -66,3 +70,33 @@ def check_positive_int(value: int, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return value
+
+
+BLOCKS_PER_SIDE = 14  # the default block is the image side / 14: 2 px on 28 px digits, 16 px on 224 px (ALOE's)
+MIN_BLOCKS = 8  # fewer blocks than this leave a curve of a few steps: a suite refuses such a block size
+
+
+def block_size_for(height: int, width: int, block_size: int | None) -> int:
+    """``block_size``, or for None the data-derived default max(1, min(H, W) // 14)."""
+    if block_size is None:
+        return max(1, min(height, width) // BLOCKS_PER_SIDE)
+    return check_positive_int(block_size, "block_size")
+
+
+def check_block_count(side: int, block_size: int) -> None:
+    """Refuse a block size that cuts a ``side`` px square image into fewer than :data:`MIN_BLOCKS` blocks."""
+    per_side = -(-side // block_size)
+    n = per_side * per_side
+    if n < MIN_BLOCKS:
+        raise ValueError(
+            f"block_size {block_size} cuts the {side} px images into {n} block(s), fewer than {MIN_BLOCKS}: a curve of "
+            f"a few steps; use block_size <= {max(1, (side - 1) // 2)} or leave it out (the default for {side} px: "
+            f"{block_size_for(side, side, None)})"
+        )
+
+
+def resolve_block(config: C, side: int) -> C:
+    """A config with a ``block_size`` (None: the default) on ``side`` px images: the block filled in and checked."""
+    block: Any = block_size_for(side, side, config.block_size)  # type: ignore[attr-defined]
+    check_block_count(side, block)
+    return replace(config, block_size=block)  # type: ignore[type-var]

@@ -29,12 +29,14 @@ from torch import Tensor
 from faithbench.activations import ACTIVATIONS
 from faithbench.config import to_dict
 from faithbench.metrics._checks import (
+    block_size_for,
     check_choice,
     check_finite,
     check_fractions,
     check_positive_int,
     check_targets,
     check_tensor,
+    resolve_block,
 )
 from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal, unranked
 from faithbench.metrics.baselines import BaselineConfig, unit_baseline
@@ -93,7 +95,7 @@ def pixel_deletion(
     attributions: Tensor,
     targets: Tensor,
     *,
-    block_size: int = 16,
+    block_size: int | None = None,
     fractions: Sequence[float] = ALOE_FRACTIONS,
     baseline: float | Tensor = 0.0,
     activation: str = "softmax",
@@ -106,7 +108,8 @@ def pixel_deletion(
         inputs: (B, C, H, W) in model-input space (C = 6 for B-cos encodings).
         attributions: (B, H, W), or (B, C, H, W) summed over channels.
         targets: (B,) explained classes.
-        block_size: b (16 as ALOE; 1 = single pixels).
+        block_size: b (1 = single pixels); None: the image side / 14 (16 px on 224 px images, as ALOE; 2 px on
+            28 px digits).
         fractions: increasing fractions of blocks in [0, 1] (at least two).
         baseline: replacement in model-input space: a scalar, a tensor broadcastable to (C, H, W), or
             one per sample (B, C, H, W); :func:`faithbench.metrics.baselines.removal_baseline` encodes an
@@ -134,7 +137,7 @@ def pixel_insertion(
     attributions: Tensor,
     targets: Tensor,
     *,
-    block_size: int = 16,
+    block_size: int | None = None,
     fractions: Sequence[float] = ALOE_FRACTIONS,
     baseline: float | Tensor = 0.0,
     activation: str = "softmax",
@@ -161,7 +164,7 @@ def _block_curve(
     inputs: Tensor,
     attributions: Tensor,
     targets: Tensor,
-    block_size: int,
+    block_size: int | None,
     fractions: Sequence[float],
     baseline: float | Tensor,
     activation: str,
@@ -171,6 +174,7 @@ def _block_curve(
 ) -> CurveScores:
     attributions, targets, frac = check_curve_inputs(inputs, attributions, targets, fractions, activation)
     b, _, h, w = inputs.shape
+    block_size = block_size_for(h, w, block_size)
     blocks = block_scores(attributions.float(), block_size)
     nbh, nbw = blocks.shape[-2:]
     n_blocks = nbh * nbw
@@ -206,9 +210,10 @@ def _block_curve(
 
 @dataclass(frozen=True)
 class DeletionConfig(BaselineConfig):
-    """``[deletion]``, shared by ``pixel_deletion`` and ``pixel_insertion``."""
+    """``[deletion]``, shared by ``pixel_deletion`` and ``pixel_insertion``. ``block_size`` left out: the data's
+    image side / 14 (:func:`faithbench.metrics._checks.block_size_for`), set by :meth:`for_image`."""
 
-    block_size: int = 16
+    block_size: int | None = None
     fractions: tuple[float, ...] = ALOE_FRACTIONS
 
     protocols: ClassVar[dict[str, tuple]] = {"baseline": ("mean", "blur", "value", "model-input-zero")}
@@ -216,9 +221,14 @@ class DeletionConfig(BaselineConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_positive_int(self.block_size, "block_size")
+        if self.block_size is not None:
+            check_positive_int(self.block_size, "block_size")
         if len(check_fractions(self.fractions, allow_zero=True)) < 2:
             raise ValueError("fractions: the curve's area needs at least two fractions")
+
+    def for_image(self, side: int) -> DeletionConfig:
+        """The config on ``side`` px images: the default block size filled in, one that degenerates refused."""
+        return resolve_block(self, side)
 
 
 def _curve_metric(curve_fn: Callable[..., CurveScores]) -> Callable[[Unit, DeletionConfig], MetricResult]:

@@ -40,9 +40,11 @@ from torch import Tensor
 
 from faithbench.config import to_dict
 from faithbench.metrics._checks import (
+    block_size_for,
     check_choice,
     check_fractions,
     check_positive_int,
+    resolve_block,
 )
 from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal, unranked
 from faithbench.metrics.baselines import removal_baseline
@@ -77,7 +79,7 @@ def pixel_flipping(
     attributions: Tensor,
     targets: Tensor,
     *,
-    block_size: int = 16,
+    block_size: int | None = None,
     fractions: Sequence[float] = FLIPPING_FRACTIONS,
     baseline: float | Tensor = 0.0,
     fill: FillFn | None = None,
@@ -97,7 +99,7 @@ def pixel_flipping(
         inputs: (B, C, H, W) in model-input space (C = 6 for B-cos encodings).
         attributions: (B, H, W), or (B, C, H, W) summed over channels.
         targets: (B,) explained classes.
-        block_size: b (1 = single pixels).
+        block_size: b (1 = single pixels); None: the image side / 14, as :func:`pixel_deletion`.
         fractions: increasing fractions of blocks in [0, 1] (at least two).
         baseline: replacement in model-input space (a scalar, a tensor broadcastable to (C, H, W), or one per
             sample (B, C, H, W)), as for :func:`faithbench.metrics.deletion.pixel_deletion`.
@@ -108,6 +110,7 @@ def pixel_flipping(
     """
     attributions, targets, frac = check_curve_inputs(inputs, attributions, targets, fractions, activation)
     b, _, h, w = inputs.shape
+    block_size = block_size_for(h, w, block_size)
     blocks = _tie_exact_block_scores(attributions.float(), block_size)
     undefined = unranked(attributions)
     nbh, nbw = blocks.shape[-2:]
@@ -161,7 +164,7 @@ def _scores(curve: Tensor, xs: Tensor, undefined: Tensor) -> CurveScores:
 class FlippingConfig:
     """``[flipping]``, shared by ``morf``, ``lerf`` and ``srg`` (one MoRF and one LeRF curve set per unit)."""
 
-    block_size: int = 16
+    block_size: int | None = None  # None: the data's image side / 14 (set by for_image)
     fractions: tuple[float, ...] = FLIPPING_FRACTIONS
     fill: str = "mean"  # mean | value | blur | model-input-zero | noise | road (metrics.flipping)
     fill_value: float = 0.0  # pixel value in [0, 1] for fill = "value"
@@ -177,7 +180,8 @@ class FlippingConfig:
     cli: ClassVar[dict[str, str]] = {}
 
     def __post_init__(self) -> None:
-        check_positive_int(self.block_size, "block_size")
+        if self.block_size is not None:
+            check_positive_int(self.block_size, "block_size")
         if len(check_fractions(self.fractions, allow_zero=True)) < 2:
             raise ValueError("fractions: the curves' areas need at least two fractions")
         check_choice(self.fill, "fill", FILLS)
@@ -190,6 +194,10 @@ class FlippingConfig:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
         check_choice(self.readout, "readout", READOUTS)
+
+    def for_image(self, side: int) -> FlippingConfig:
+        """The config on ``side`` px images: the default block size filled in, one that degenerates refused."""
+        return resolve_block(self, side)
 
 
 def unit_fill(

@@ -50,6 +50,11 @@ def config_options() -> list[ConfigOption]:
     return [ConfigOption(**{**o, "choices": tuple(o["choices"])}) for o in _load()["options"]]
 
 
+def run_controls() -> list[str]:
+    """The control explainers a suite's ``controls = true`` runs (``attributions.RUN_CONTROLS``)."""
+    return list(_load()["controls"])
+
+
 def float_floors() -> dict[str, float]:
     """Metric name -> the change of its mean that float rounding alone makes (``MetricSpec.float_floor``; absent: 0)."""
     return dict(_load()["float_floors"])

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from faithbench.attributions import METHODS
+from faithbench.attributions import METHODS, RUN_CONTROLS
 from faithbench.bench.cli.catalog import CATALOG_FILE, REGENERATE, Table
 from faithbench.bench.run.data import DATASETS
 from faithbench.bench.run.suite import LISTS, SCALARS, Suite
@@ -155,6 +155,7 @@ def render() -> str:
         sections.append(head + block([dumps(r) for r in rows], "   ") + "\n  ]}")
     return (
         f'{{\n "generated_by": {dumps(REGENERATE)},\n "float_floors": {dumps(float_floors())},\n'
+        f' "controls": {dumps(list(RUN_CONTROLS))},\n'
         f' "options": [\n{block([dumps(o) for o in options()], "  ")}\n ],\n'
         f' "tables": [\n{block(sections, "  ")}\n ]\n}}\n'
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from faithbench.bench.cli.catalog import ConfigOption, config_options
+from faithbench.bench.cli.catalog import ConfigOption, config_options, run_controls
 from faithbench.bench.perf.cases import QUICK_HELP
 
 TYPES = {"int": int, "float": float, "str": str}
@@ -61,10 +61,16 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
 
     p_run = sub.add_parser("run", parents=[common], help="run a suite (default: vision, the embedded offline default)")
     p_run.add_argument(
-        "--suite", default="vision", metavar="NAME|FILE", help="suite name (see `list`) or path to a .toml file"
+        "--suite",
+        metavar="NAME|FILE",
+        help="suite name (see `list`) or path to a .toml file; without it, a run that names --models, --methods or "
+        "--metrics asks that question at the library's defaults (as benchmark() in Python), else runs `vision`",
     )
     p_run.add_argument(
         "--models", type=_csv, metavar="NAME,...", help="comma-separated model names (default: the suite's)"
+    )
+    p_run.add_argument(
+        "--dataset", metavar="NAME", help="data set (see `list`; default: the suite's, or the models' own)"
     )
     p_run.add_argument("--methods", type=_csv, metavar="NAME,...", help="comma-separated method names")
     p_run.add_argument("--metrics", type=_csv, metavar="NAME,...", help="comma-separated metric names")
@@ -148,9 +154,19 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     p_run.add_argument("--no-progress", action="store_true", help="no progress bar")
     p_run.add_argument("--no-report", action="store_true", help="skip the tables and plots after the run")
     p_run.add_argument(
-        "--no-controls",
-        action="store_true",
-        help="skip the control explainers (random, uniform, centre, edges, oracle)",
+        "--controls",
+        type=_csv,
+        nargs="?",
+        const=["all"],
+        metavar="NAME,...",
+        help=f"add the control explainers (all, or those named: {', '.join(run_controls())}); default: the suite's "
+        "(none without --suite)",
+    )
+    p_run.add_argument(
+        "--no-controls", action="store_true", help=f"skip the control explainers ({', '.join(run_controls())})"
+    )
+    p_run.add_argument(
+        "--no-tiers", action="store_true", help="skip the suite's tiers (the ground-truth tier of vision and text)"
     )
 
     p_rep = sub.add_parser(

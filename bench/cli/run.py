@@ -20,10 +20,11 @@ from faithbench.bench.run.data import DATASETS, load_data
 from faithbench.bench.run.estimate import estimate
 from faithbench.bench.run.launch import SlurmSettings, submit
 from faithbench.bench.run.plan import plan
+from faithbench.bench.run.question import question
 from faithbench.bench.run.results import read_results
 from faithbench.bench.run.runner import Terminated, run
 from faithbench.bench.run.status import plan_table
-from faithbench.bench.run.suite import Suite, load_suite, with_overrides
+from faithbench.bench.run.suite import Suite, build_suite, load_suite, with_overrides
 from faithbench.bench.run.suite_files import tier_folder
 from faithbench.errors import UserError
 from faithbench.models.data.hf import HF_DATASETS
@@ -50,22 +51,38 @@ def say(line: str) -> None:
     sys.stderr.flush()
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    suite = with_overrides(
-        load_suite(args.suite),
+def run_suite(args: argparse.Namespace) -> Suite:
+    """The suite a ``run`` command asks for: ``--suite`` with the options as overrides; without it, a question
+    (``--models`` / ``--methods`` / ``--metrics``) at the library's defaults, as ``benchmark()`` builds it; with
+    neither, the embedded default ``vision``."""
+    if args.no_controls and args.controls:
+        raise UserError("--controls and --no-controls contradict each other; give one")
+    controls = [] if args.no_controls else (True if args.controls == ["all"] else args.controls)
+    if args.suite is None and (args.models or args.methods or args.metrics):
+        data = question(args.models, args.methods, args.metrics, dataset=args.dataset, data_root=args.data_root)
+        base = build_suite({**data, "controls": controls or False}, "command line")
+    else:
+        base = load_suite(args.suite or "vision")
+    return with_overrides(
+        base,
         models=args.models,
         methods=args.methods,
         metrics=args.metrics,
+        dataset=args.dataset or ("imagefolder" if args.data_root else None),
         seed=args.seed,
         n_samples=args.n_samples,
         batch_size=args.batch_size,
         max_batch=args.max_batch,
         pieces=args.pieces,
         data_root=args.data_root,
-        dataset="imagefolder" if args.data_root else None,
         tables=table_overrides(args),
-        controls=[] if args.no_controls else None,
+        controls=controls,
+        tiers=[] if args.no_tiers else None,
     )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    suite = run_suite(args)
     out = Path(args.out or Path("runs") / suite.name)
     if args.dry_run:
         return dry_run(suite, out)
@@ -123,7 +140,7 @@ def launch_array(args: argparse.Namespace, suite: Suite, out: Path) -> pd.DataFr
         mem_gb=args.slurm_mem_gb,
         cluster=args.slurm_cluster,
     )
-    path = Path(args.suite)
+    path = Path(args.suite or "vision")
     jobs = submit(suite, out, settings, args.device, path.parent if path.suffix == ".toml" else None)
     sys.stdout.write(f"submitted {len(jobs)} workers of suite {suite.name} into {out}: job {jobs[0].job_id}\n")
     if not args.wait:

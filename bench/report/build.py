@@ -51,6 +51,8 @@ def _summary(results: pd.DataFrame, run: dict[str, Any]) -> str:
         f"{suite.get('description', '')}".strip(),
         f"{results['model'].nunique()} models x {len(methods) - n_controls} methods (+ {n_controls} controls) x "
         f"{results['metric'].nunique()} metrics, {suite.get('n_samples', '?')} samples, seed {suite.get('seed', '?')}",
+        f"controls: {', '.join(m for m in methods if is_control(m)) or 'none'}; "
+        f"tiers: {', '.join(suite.get('tiers', [])) or 'none'}",
         f"created {prov.get('created_utc', '?')} on {prov.get('device', '?')}",
         f"faithbench {prov.get('faithbench_version', '?')} (git {str(prov.get('git_revision', '?'))[:10]})",
     ]

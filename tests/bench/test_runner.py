@@ -535,6 +535,7 @@ def test_zero_gridpg_grids_are_recorded_as_zero_grids(tiny_suite, tmp_path, monk
 CONTROLLED = """
 name = "controlled"
 dataset = "mnist"
+controls = true
 models = ["cnn_mnist"]
 methods = ["gradient", "input_x_gradient", "gradcam"]
 metrics = ["gridpg", "pixel_deletion", "entropy", "randomisation"]
@@ -551,7 +552,7 @@ n_depths = 2
 """
 
 
-def test_controls_run_by_default_and_the_report_scores_skill_agreement_and_randomisation(tmp_path):
+def test_controls_run_when_asked_for_and_the_report_scores_skill_agreement_and_randomisation(tmp_path):
     suite = tmp_path / "controlled.toml"
     suite.write_text(CONTROLLED)
     out = tmp_path / "run"

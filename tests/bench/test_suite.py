@@ -47,7 +47,7 @@ def write(tmp_path, text):
         ('[gridpg]\npreset = "tpami"\n', r"unknown GridPG preset 'tpami'; valid GridPG presets: aloe, bcos-v2"),
         ('[erasure]\nsummary = "aopc"\n', r"\[erasure\]: unknown comprehensiveness/sufficiency summary 'aopc'"),
         ("[deletion]\nfractions = [0.5, 0.2]\n", r"\[deletion\]: fractions must be strictly increasing"),
-        ('[deletion]\nblock_size = "4"\n', r"\[deletion\] block_size must be int"),
+        ('[deletion]\nblock_size = "4"\n', r"\[deletion\]: block_size must be a positive integer, got '4'"),
         (
             "[grid_pg]\nn_grids = 2\n",
             r"unknown key\(s\) grid_pg; .*tables: gridpg, seqpg, deletion, flipping, road, erasure, completeness, "
@@ -57,7 +57,7 @@ def write(tmp_path, text):
             "[method_params.lime]\nn_sample = 3\n",
             r"\[method_params.lime\]: method 'lime' has no parameter\(s\) n_sample",
         ),
-        ('[method_params.lime]\nsegmentation = "felz"\n', r"segmentation must be one of 'quickshift', 'slic'"),
+        ('[method_params.lime]\nsegmentation = "felz"\n', r"segmentation must be one of 'auto', 'quickshift', 'slic'"),
         ('[method_params.lrp]\ncomposite = "zplus"\n', r"parameter composite must be one of 'epsilon_plus_flat'"),
         ("[method_params.integrated_gradients]\nn_steps = 0\n", r"n_steps must be >= 1, got 0"),
         ("[method_params.lime_v2]\nn_samples = 3\n", r"unknown method\(s\) lime_v2 \(did you mean lime\?\); valid"),
