@@ -25,6 +25,7 @@ from faithbench.models.checkpoints.hf import from_hf_model
 from faithbench.models.encoding import InputEncoding, normalized
 from faithbench.models.registry import MODELS
 from faithbench.models.text_encoding import text_adapter
+from faithbench.models.user_checks import PROBE_IMAGES, LogitsSelector, SelectLogits, channels_of, check_dtype, probe
 
 SOURCE = "user"
 
@@ -36,36 +37,46 @@ def wrap_model(
     input_size: tuple[int, int],
     mean: tuple[float, ...] | None = None,
     std: tuple[float, ...] | None = None,
-    channels: int = 3,
+    channels: int | None = None,
     num_classes: int | None = None,
     family: str = "standard",
     is_vit: bool = False,
     conv_layer: str | None = None,
+    logits: LogitsSelector | None = None,
     description: str = "",
 ) -> ModelAdapter:
     """Register ``module`` (images in [0, 1], normalised by ``mean`` / ``std`` when given, -> logits) as model
-    ``name`` and return its adapter. ``num_classes``: read from one forward pass when None. ``conv_layer``: the
-    dotted name of the block GradCAM reads (None: GradCAM is skipped for this model). A name registered by an
-    earlier call is replaced; a built-in model's name is refused."""
+    ``name`` and return its adapter. ``channels``: of the images it reads (default: one per ``mean`` value, else 3).
+    ``num_classes``: read from one forward pass when None. ``conv_layer``: the dotted name of the block GradCAM
+    reads (None: GradCAM cannot explain this model, and the run says so). ``logits``: for a model that returns a
+    tuple, dict or output object, the index, key or attribute of its logits (or a function of the output).
+
+    Checked here, before any run: the normalisation against the channels, float32 weights, and one forward pass on
+    random images (a tensor of finite logits; rows that look like probabilities get a warning); at the start of a
+    run, the channels, image size and class count against its data set. A name registered by an earlier call is
+    replaced; a built-in model's name is refused."""
     _check(name, family)
-    if (mean is None) != (std is None):
-        raise UserError("give both mean and std (the input normalisation), or neither")
+    image_channels = channels_of(mean, std, channels, name)
     if conv_layer is not None and conv_layer not in dict(module.named_modules()):
         raise UserError(f"conv_layer {conv_layer!r} is not a sub-module of the model (see model.named_modules())")
-    encoding = normalized(tuple(mean), tuple(std)) if mean is not None else InputEncoding("identity", channels)
+    check_dtype(module, name)
+    if logits is not None:
+        module = SelectLogits(module, logits)
+        conv_layer = f"module.{conv_layer}" if conv_layer is not None else None
+    encoding = normalized(tuple(mean), tuple(std)) if mean is not None else InputEncoding("identity", image_channels)
     module = module.eval()
-    if num_classes is None:
-        device = next(module.parameters()).device
-        with torch.no_grad():
-            num_classes = int(
-                module(encoding(torch.zeros(1, encoding.image_channels, *input_size, device=device))).shape[-1]
-            )
+    device = next(module.parameters()).device
+    gen = torch.Generator().manual_seed(0)  # the caller's random state untouched
+    images = torch.rand(PROBE_IMAGES, image_channels, *input_size, generator=gen).to(device)
+    found = probe(module, encoding(images), name, logits is not None)
+    if num_classes is not None and num_classes != found:
+        raise UserError(f"model {name!r}: num_classes={num_classes} but it returns {found} logits")
     adapter = ModelAdapter(
         name=name,
         family=family,
         module=module,
         encoding=encoding,
-        num_classes=num_classes,
+        num_classes=found,
         input_size=tuple(input_size),
         is_vit=is_vit,
         conv_layer=conv_layer,

@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 
 from faithbench.bench.run.data import load_data
 from faithbench.bench.run.distributed import Worker
+from faithbench.bench.run.fit import check_own_models
 from faithbench.bench.run.folder_lock import FolderLock
 from faithbench.bench.run.identity import write as write_identical
 from faithbench.bench.run.pairing import save_shared, share_items, shared_digest
@@ -157,6 +158,7 @@ def _run(steps: Plan, out: Path, dev: torch.device, worker: Worker, progress: bo
     data = load_data(suite)
     ids = sample_ids(suite, len(data.labels))
     batch = min(4 * suite.batch_size, suite.max_batch)
+    check_own_models(suite, data, dev, batch, say=worker.first)  # a user's model that does not fit: refused here
     if worker.first:  # the builds under their own progress; another worker waits on a build's lock, then loads
         zoo.build_missing(suite.models)
     shared = share_items(steps, data, dev, lambda name: load_model(name, device=dev), batch)

@@ -147,3 +147,52 @@ def test_a_text_classifier_from_a_local_folder_keeps_its_logits_and_runs_a_suite
     with pytest.raises(UserError, match="no tokenizer.json"):
         (folder / "tokenizer.json").unlink()
         faithbench.wrap_text_model(folder, name="broken")
+
+
+class _Grey(torch.nn.Module):
+    """A tiny digit classifier; ``out`` shapes its output as the mistakes below need."""
+
+    def __init__(self, channels: int = 1, classes: int = 10, out: str = "logits") -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(channels, 4, 3, padding=1)
+        self.head = torch.nn.Linear(4, classes)
+        self.out = out
+
+    def forward(self, x):
+        logits = self.head(self.conv(x).mean(dim=(2, 3)))
+        if self.out == "softmax":
+            return logits.softmax(dim=1)
+        return (logits, x.mean()) if self.out == "tuple" else logits
+
+
+def test_a_users_model_is_checked_before_compute_each_mistake_one_line(tmp_path, capsys):
+    wrap = faithbench.wrap_model
+    with pytest.raises(UserError, match=r"model 'x' fails on images of shape \(4, 1, 28, 28\).*check channels"):
+        wrap(_Grey(channels=3), name="x", input_size=(28, 28), mean=(0.5,), std=(0.5,))  # one value: 1 channel
+    with pytest.raises(UserError, match=r"channels=3 but mean and std have 1 value"):
+        wrap(_Grey(channels=3), name="x", input_size=(28, 28), mean=(0.5,), std=(0.5,), channels=3)
+    with pytest.raises(UserError, match=r"returns a tuple, not a tensor of logits; pass logits=0"):
+        wrap(_Grey(out="tuple"), name="x", input_size=(28, 28), channels=1)
+    chosen = wrap(_Grey(out="tuple"), name="x", input_size=(28, 28), channels=1, logits=0, conv_layer="conv")
+    assert chosen.num_classes == 10 and chosen.conv_layer == "module.conv"
+    with pytest.raises(UserError, match=r"model 'x' has float64 weights.*model.float\(\)"):
+        wrap(_Grey().double(), name="x", input_size=(28, 28), channels=1)
+    with pytest.warns(UserWarning, match="seems to return probabilities"):
+        wrap(_Grey(out="softmax"), name="x", input_size=(28, 28), channels=1)
+    with pytest.raises(UserError, match="num_classes=5 but it returns 10 logits"):
+        wrap(_Grey(), name="x", input_size=(28, 28), channels=1, num_classes=5)
+
+    def fails(net, size, dataset, match):
+        wrap(net, name="x", input_size=(size, size), channels=net.conv.in_channels)
+        with pytest.raises(UserError, match=match):
+            faithbench.benchmark(["x"], ["gradient"], ["entropy"], dataset=dataset, n_samples=2, out=tmp_path / "r")
+        assert not (tmp_path / "r" / "results.csv").exists()
+
+    fails(_Grey(channels=3), 28, "mnist", r"reads 3-channel images but dataset 'mnist' has 1-channel.*channels=1")
+    fails(_Grey(channels=3), 32, "mnist-224", r"input_size=\(32, 32\) but dataset 'mnist-224' has 224 x 224 px")
+    fails(_Grey(classes=5), 28, "mnist", r"predicts 5 classes but dataset 'mnist' has labels up to 9")
+    wrap(_Grey(), name="x", input_size=(28, 28), channels=1)
+    faithbench.benchmark(["x"], ["gradient"], ["entropy"], n_samples=2, out=tmp_path / "ok")
+    assert re.search(r"model x: \d+\.\d % of 512 held-out images of mnist right \(chance 10\.0 %\)",
+                     capsys.readouterr().err)  # fmt: skip
+    MODELS.unregister("x")
