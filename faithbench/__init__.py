@@ -43,6 +43,7 @@ _API = {
     "torchvision_model": ("faithbench.models", "torchvision_model"),
     "timm_model": ("faithbench.models", "timm_model"),
     "benchmark": ("faithbench.bench.run.api", "benchmark"),
+    "score": ("faithbench.bench.run.score", "score"),
     "leaderboard": ("faithbench.bench.report.build", "leaderboard"),
     "load_suite": ("faithbench.bench.run.suite", "load_suite"),
     "run_suite": ("faithbench.bench.run.runner", "run"),

@@ -106,6 +106,7 @@ def cost(unit: Unit, cfg: NoConfig) -> tuple[MetricCost, ...]:
 
 ENTROPY = MetricSpec(
     name="entropy",
+    given_maps=True,
     description="Shannon entropy of |a| / sum |a|",
     higher_is_better=False,
     modalities=("image", "text"),
@@ -116,6 +117,7 @@ ENTROPY = MetricSpec(
 )
 ENTROPY_NORMALISED = MetricSpec(
     name="entropy_normalised",
+    given_maps=True,
     description="entropy divided by ln(number of features), in [0, 1]",
     higher_is_better=False,
     modalities=("image", "text"),
@@ -126,6 +128,7 @@ ENTROPY_NORMALISED = MetricSpec(
 )
 ENTROPY_POSITIVE = MetricSpec(
     name="entropy_positive",
+    given_maps=True,
     description="Shannon entropy of max(a, 0) / sum max(a, 0) (the B-cos LM's positive token attributions)",
     higher_is_better=False,
     modalities=("image", "text"),
@@ -136,6 +139,7 @@ ENTROPY_POSITIVE = MetricSpec(
 )
 GINI = MetricSpec(
     name="gini",
+    given_maps=True,
     description="Gini index of |a| (sparseness), in [0, 1)",
     higher_is_better=True,
     modalities=("image", "text"),

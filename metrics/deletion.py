@@ -263,6 +263,7 @@ def _curve_cost(name: str) -> Callable[[Unit, DeletionConfig], tuple[MetricCost,
 
 DELETION = MetricSpec(
     name="pixel_deletion",
+    given_maps=True,
     description="class probability as top-ranked blocks are removed; normalised area",
     higher_is_better=False,
     modalities=("image",),
@@ -277,6 +278,7 @@ DELETION = MetricSpec(
 )
 INSERTION = MetricSpec(
     name="pixel_insertion",
+    given_maps=True,
     description="class probability as top-ranked blocks are revealed; normalised area",
     higher_is_better=True,
     modalities=("image",),

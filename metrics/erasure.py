@@ -276,6 +276,7 @@ def cost(unit: Unit, cfg: ErasureConfig) -> tuple[MetricCost, ...]:
 
 COMPREHENSIVENESS = MetricSpec(
     name="comprehensiveness",
+    given_maps=True,
     description="p(x) - p(x without its top-k features), summarised over k",
     higher_is_better=True,
     modalities=("image", "text"),
@@ -289,6 +290,7 @@ COMPREHENSIVENESS = MetricSpec(
 )
 SUFFICIENCY = MetricSpec(
     name="sufficiency",
+    given_maps=True,
     description="p(x) - p(top-k features only), summarised over k",
     higher_is_better=False,
     modalities=("image", "text"),

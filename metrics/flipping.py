@@ -266,6 +266,7 @@ _COMMON = dict(
 )
 MORF = MetricSpec(
     name="morf",
+    given_maps=True,
     description="class probability as the most relevant blocks are removed first; normalised area",
     higher_is_better=False,
     evaluate=_evaluate("morf"),
@@ -274,6 +275,7 @@ MORF = MetricSpec(
 )
 LERF = MetricSpec(
     name="lerf",
+    given_maps=True,
     description="class probability as the least relevant blocks are removed first; normalised area",
     higher_is_better=True,
     evaluate=_evaluate("lerf"),
@@ -282,6 +284,7 @@ LERF = MetricSpec(
 )
 SRG = MetricSpec(
     name="srg",
+    given_maps=True,
     description="symmetric relevance gain: LeRF area minus MoRF area (Blücher et al. 2024)",
     higher_is_better=True,
     evaluate=_evaluate("srg"),

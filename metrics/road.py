@@ -192,6 +192,7 @@ def cost(unit: Unit, cfg: RoadConfig) -> tuple[MetricCost, ...]:
 
 SPEC = MetricSpec(
     name="road",
+    given_maps=True,
     description="ROAD: accuracy as the most relevant pixels are imputed (noisy linear); mean over fractions",
     higher_is_better=False,
     modalities=("image",),

@@ -125,6 +125,8 @@ class MetricSpec:
             The runner combines them (:mod:`faithbench.bench.run.pairing`) into :attr:`Unit.shared`.
         cost: hook ``cost(unit, config) -> tuple[MetricCost, ...]``: what the metric asks of one piece of a unit (the
             unit's model may be a stand-in that the model registry describes, its images an empty (N, 0) tensor).
+        given_maps: the metric reads only the method's maps of its own samples (:meth:`Unit.sample_maps`), so maps
+            computed elsewhere can be scored (:func:`faithbench.bench.run.score.score`).
         float_floor: in the reported unit, the change of a mean that float rounding alone makes (the same code and
             weights on another CPU type or device); ``compare`` allows at least this much. 0: none is known.
     """
@@ -150,6 +152,7 @@ class MetricSpec:
     eligibility: Callable[..., tuple[Tensor, Tensor]] | None = None
     cost: Callable[[Unit, Any], tuple[MetricCost, ...]] | None = None
     float_floor: float = 0.0
+    given_maps: bool = False
 
     def availability(self, modality: str) -> str | None:
         """Why the metric cannot run in a suite of ``modality`` (None: it can). ``list`` and ``run`` both use it."""

@@ -88,6 +88,11 @@ def test_the_documented_text_folder_example_runs_as_written(tmp_path, monkeypatc
     MODELS.unregister("my_bert")
 
 
+def test_the_documented_tensors_in_example_runs_as_written(capsys):
+    exec(compile(_blocks("python")[4], "docs/own-model.md", "exec"), {})
+    assert "tensor(" in capsys.readouterr().out
+
+
 def test_the_documented_command_line_example_scores_a_checkpoint_file(tmp_path):
     plugin, suite, command = _blocks("python")[3], _blocks("toml")[0], _blocks("bash")[0].strip()
     torch.save(faithbench.torchvision_model("resnet18", num_classes=10, seed=3).state_dict(), tmp_path / "mine.pt")
