@@ -24,7 +24,9 @@ class Registry(Generic[T]):
         self._entries: dict[str, T] = {}
 
     def register(self, name: str, entry: T) -> T:
-        if name in self._entries:
+        """Add ``entry`` as ``name``. The same definition run again (a notebook cell re-run: a class or function of
+        the same module and name, outside faithbench) replaces the old one; any other clash is an error."""
+        if name in self._entries and not _redefinition(self._entries[name], entry):
             raise ValueError(f"{self.kind} {name!r} is already registered")
         self._entries[name] = entry
         return entry
@@ -93,3 +95,16 @@ class Registry(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _origin(entry: object) -> tuple[str, str] | None:
+    """(module, qualified name) of a class or function, or of an entry's ``evaluate`` hook (a metric's spec)."""
+    if not (isinstance(entry, type) or callable(entry)) or not hasattr(entry, "__qualname__"):
+        entry = getattr(entry, "evaluate", None)
+    module, name = getattr(entry, "__module__", None), getattr(entry, "__qualname__", None)
+    return (module, name) if module and name else None
+
+
+def _redefinition(old: object, new: object) -> bool:
+    origin = _origin(old)
+    return origin is not None and origin == _origin(new) and not origin[0].startswith("faithbench")

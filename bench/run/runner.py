@@ -131,7 +131,23 @@ def run(
     (``KeyboardInterrupt``): the finished pieces stay, the claimed ones are given back. ``worker``: this process
     among the run's workers when a launcher says so (a job array's task; default: torchrun's rank, or 0 of 1);
     ``handle_sigterm=False`` leaves SIGTERM to the launcher (submitit requeues the task on it)."""
-    out = Path(out)
+    with torch_settings_kept():  # the device's settings (full-fp32 CUDA) last as long as the run, not beyond it
+        return _run_suite(suite, Path(out), device, progress, worker, handle_sigterm)
+
+
+@contextlib.contextmanager
+def torch_settings_kept() -> Any:
+    """Restore the process-wide torch flags that :func:`resolve_device` sets (TF32) when the block ends."""
+    flags = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = flags
+
+
+def _run_suite(
+    suite: Suite, out: Path, device: str, progress: bool, worker: Worker | None, handle_sigterm: bool
+) -> Any:
     started, dev = Worker.start(resolve_device(device))
     worker = worker or started
     resuming = worker.first and (out / "run.json").exists()

@@ -9,8 +9,6 @@ problem is one line that names the file and the key.
 
 from __future__ import annotations
 
-import importlib
-import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -20,7 +18,7 @@ from typing import Any
 from faithbench.attributions import CORRUPTION_CONTROLS, METHODS, get_method
 from faithbench.attributions import RUN_CONTROLS as CONTROLS
 from faithbench.bench.run.data import DATASETS, text_tokenizer
-from faithbench.bench.run.suite_files import suite_path, tiers
+from faithbench.bench.run.suite_files import import_plugins, suite_path, tiers
 from faithbench.config import from_table, to_dict
 from faithbench.errors import ParameterError, UserError
 from faithbench.metrics.baselines import TEXT_BASELINES
@@ -104,24 +102,6 @@ class Suite:
         }
 
 
-def _import_plugins(plugins: object, where: str, folder: Path | None) -> tuple[str, ...]:
-    """Import the suite's plugin modules (they register metrics, methods, models) before validation."""
-    if not isinstance(plugins, list | tuple) or not all(isinstance(p, str) for p in plugins):
-        raise UserError(f"{where} plugins must be a list of module names, got {plugins!r}")
-    if folder is not None and plugins and str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))  # a plugin module next to the suite file
-    for module in plugins:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module.split(".")[0] and exc.name != module:
-                raise
-            raise UserError(
-                f"{where} plugin module {module!r} was not found (looked beside the suite file and on the import path)"
-            ) from None
-    return tuple(plugins)
-
-
 def _scalar(data: Mapping[str, Any], key: str, where: str) -> Any:
     kind, least = SCALARS[key]
     value = data[key]
@@ -136,14 +116,15 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
     """Validate TOML-shaped suite data and build the :class:`Suite` (see the module docstring)."""
 
     where = f"{source}:"
-    plugins = _import_plugins(data.get("plugins", []), where, folder)
+    plugins = import_plugins(data.get("plugins", []), where, folder)
     specs = [METRICS.get(m) for m in METRICS]
     tables = {s.table: s.config for s in specs if s.table}
+    data = _tables_by_metric(data, {s.name: s.table for s in specs if s.table}, where)
     unknown = sorted(set(data) - set(SCALARS) - set(LISTS) - set(tables) - {"method_params"})
     if unknown:
         raise UserError(
             f"{where} unknown key(s) {', '.join(unknown)}; valid keys: {', '.join([*SCALARS, *LISTS])}; "
-            f"tables: {', '.join([*tables, 'method_params'])}"
+            f"tables: {', '.join([*tables, 'method_params'])} (or a metric's name for its table)"
         )
     for key in ("name", "models", "methods", "metrics"):
         if key not in data:
@@ -246,6 +227,21 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
         metric_tables={m: METRICS.get(m).table for m in metrics},
         **values,
     )
+
+
+def _tables_by_metric(data: Mapping[str, Any], table_of: Mapping[str, str], where: str) -> dict[str, Any]:
+    """A settings table may be named by a metric that reads it (a table named by an insertion metric is its
+    ``[deletion]``)."""
+    out = {k: v for k, v in data.items() if k not in table_of or k in table_of.values()}
+    for metric in (k for k in data if k in table_of and k not in table_of.values()):
+        table, given = table_of[metric], data[metric]
+        if not isinstance(given, Mapping):
+            raise UserError(f"{where} {metric} must be a table of settings (its [{table}]), got {given!r}")
+        clash = [k for k in given if k in out.get(table, {}) and out[table][k] != given[k]]
+        if clash:
+            raise UserError(f"{where} {metric} and [{table}] (the same table) set {', '.join(clash)} differently")
+        out[table] = {**out.get(table, {}), **given}
+    return out
 
 
 def _controls(value: object, where: str) -> tuple[str, ...]:

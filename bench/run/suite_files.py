@@ -3,6 +3,9 @@ tiers (suites run after it into sub-folders of its run)."""
 
 from __future__ import annotations
 
+import importlib
+import os
+import sys
 import tomllib
 from importlib.resources import files
 from pathlib import Path
@@ -56,3 +59,23 @@ def tiers(value: object, name: object, where: str, folder: Path | None) -> tuple
 def tier_folder(tier: str) -> str:
     """The sub-folder of the run that holds a tier's run: the suite's name, or its file's stem."""
     return Path(tier).stem
+
+
+def import_plugins(plugins: object, where: str, folder: Path | None) -> tuple[str, ...]:
+    """Import the suite's plugin modules (they register metrics, methods, models) before validation."""
+    if not isinstance(plugins, list | tuple) or not all(isinstance(p, str) for p in plugins):
+        raise UserError(f"{where} plugins must be a list of module names, got {plugins!r}")
+    if folder is not None and plugins and str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))  # a plugin module next to the suite file
+    if plugins and os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())  # and in the working directory, as `python -m` finds it (the console script too)
+    for module in plugins:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module.split(".")[0] and exc.name != module:
+                raise
+            raise UserError(
+                f"{where} plugin module {module!r} was not found (looked beside the suite file and on the import path)"
+            ) from None
+    return tuple(plugins)
