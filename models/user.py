@@ -13,6 +13,7 @@ a BERT, DistilBERT or RoBERTa sequence classifier saved in a local folder (``sav
 
 from __future__ import annotations
 
+import sys
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -157,7 +158,7 @@ def wrap_text_model(folder: str | Path, *, name: str, family: str = "standard", 
 def _weights(module: nn.Module, weights: str | Path | None) -> nn.Module:
     if weights is None:
         return module  # built under the caller's seed: seeded random weights
-    path = Path(weights)
+    path = _beside_caller(Path(weights))
     if not path.is_file():
         raise UserError(f"weights file {path} does not exist")
     try:
@@ -171,6 +172,18 @@ def _weights(module: nn.Module, weights: str | Path | None) -> nn.Module:
         first = str(exc).splitlines()[0]
         raise UserError(f"weights file {path} does not fit the architecture: {first}") from None
     return module
+
+
+def _beside_caller(path: Path) -> Path:
+    """A relative path as the code that named it means it: beside that code's file (a plugin beside its suite) when
+    the file is there, else in the working directory."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back
+    caller = frame.f_globals.get("__file__") if frame is not None else None
+    if path.is_absolute() or caller is None or not (Path(caller).parent / path).is_file():
+        return path
+    return Path(caller).parent / path
 
 
 def torchvision_model(

@@ -72,6 +72,12 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     p_run.add_argument(
         "--dataset", metavar="NAME", help="data set (see `list`; default: the suite's, or the models' own)"
     )
+    p_run.add_argument(
+        "--plugins",
+        type=_csv,
+        metavar="MODULE,...",
+        help="your modules to import first (they register models, methods, metrics); found in the working directory",
+    )
     p_run.add_argument("--methods", type=_csv, metavar="NAME,...", help="comma-separated method names")
     p_run.add_argument("--metrics", type=_csv, metavar="NAME,...", help="comma-separated metric names")
     p_run.add_argument(

@@ -12,7 +12,9 @@ from faithbench.bench.perf.harness import format_table, run_perf
 def cmd_perf(args: argparse.Namespace) -> int:
     """Run, print the table, the notes and every ratio flagged as a measurement error, say where the files are."""
     start = time.perf_counter()
-    run = run_perf(args.device, quick=args.quick, repeats=args.repeats, out=args.out)
+    run = run_perf(
+        args.device, quick=args.quick, repeats=args.repeats, out=args.out, say=lambda line: print(line, file=sys.stderr)
+    )
     sys.stdout.write(format_table(run.table) + "\n")
     for note in run.notes:
         sys.stdout.write(f"note: {note}\n")

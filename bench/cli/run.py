@@ -25,7 +25,7 @@ from faithbench.bench.run.results import read_results
 from faithbench.bench.run.runner import Terminated, run
 from faithbench.bench.run.status import plan_table
 from faithbench.bench.run.suite import Suite, build_suite, load_suite, with_overrides
-from faithbench.bench.run.suite_files import tier_folder
+from faithbench.bench.run.suite_files import import_plugins, tier_folder
 from faithbench.errors import UserError
 from faithbench.models.data.hf import HF_DATASETS
 
@@ -58,8 +58,10 @@ def run_suite(args: argparse.Namespace) -> Suite:
     if args.no_controls and args.controls:
         raise UserError("--controls and --no-controls contradict each other; give one")
     controls = [] if args.no_controls else (True if args.controls == ["all"] else args.controls)
+    plugins = import_plugins(args.plugins or [], "--plugins:", None)  # before any name is looked up
     if args.suite is None and (args.models or args.methods or args.metrics):
         data = question(args.models, args.methods, args.metrics, dataset=args.dataset, data_root=args.data_root)
+        data["plugins"] = list(plugins)
         base = build_suite({**data, "controls": controls or False}, "command line")
     else:
         base = load_suite(args.suite or "vision")
@@ -78,6 +80,7 @@ def run_suite(args: argparse.Namespace) -> Suite:
         tables=table_overrides(args),
         controls=controls,
         tiers=[] if args.no_tiers else None,
+        plugins=[*base.plugins, *(p for p in plugins if p not in base.plugins)] if plugins else None,
     )
 
 

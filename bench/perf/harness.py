@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -84,10 +84,11 @@ def run_perf(
     cases: Sequence[PerfCase] | None = None,
     sizes: PerfSizes | None = None,
     seed: int = 0,
+    say: Callable[[str], None] | None = None,
 ) -> PerfRun:
     """Time every case (default: ``DEFAULT_CASES``; ``quick``: ``QUICK_CASES``, ``QUICK_SIZES``; ``repeats``:
     the rounds timed in turns, overriding the sizes') and write ``perf.csv`` and ``perf.json`` (sizes, notes,
-    measurement errors and provenance) into ``out`` if given."""
+    measurement errors and provenance) into ``out`` if given. ``say``: told the plan and each case as it starts."""
     dev = resolve_device(device)
     if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
         raise UserError(f"repeats must be a positive integer, got {repeats!r}")
@@ -95,8 +96,11 @@ def run_perf(
     sizes = replace(sizes or (QUICK_SIZES if quick else DEFAULT_SIZES), **({"repeats": repeats} if repeats else {}))
     quantus, note = import_quantus()
     notes = [note] if note else []
+    say = say or (lambda _: None)
+    say(f"timing {len(cases)} cases on {dev}, {sizes.repeats} rounds each" + (f" ({note})" if note else ""))
     rows = []
-    for case in cases:
+    for i, case in enumerate(cases, 1):
+        say(f"[{i}/{len(cases)}] {case.model} at {case.image_size} px, batch {case.batch_size}")
         case_table, case_notes = case_rows(case, sizes, dev, seed, quantus)
         rows += case_table
         notes += case_notes

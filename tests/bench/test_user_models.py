@@ -93,6 +93,14 @@ def test_the_documented_tensors_in_example_runs_as_written(capsys):
     assert "tensor(" in capsys.readouterr().out
 
 
+def test_the_documented_own_method_example_runs_as_written(capsys):
+    from faithbench.attributions import METHODS
+
+    exec(compile(_blocks("python")[5], "docs/own-model.md", "exec"), {"__name__": "__main__"})
+    assert "gradient_squared" in capsys.readouterr().out
+    METHODS.unregister("gradient_squared")
+
+
 def test_the_documented_command_line_example_scores_a_checkpoint_file(tmp_path):
     plugin, suite, command = _blocks("python")[3], _blocks("toml")[0], _blocks("bash")[0].strip()
     torch.save(faithbench.torchvision_model("resnet18", num_classes=10, seed=3).state_dict(), tmp_path / "mine.pt")
@@ -201,3 +209,45 @@ def test_a_users_model_is_checked_before_compute_each_mistake_one_line(tmp_path,
     assert re.search(r"model x: \d+\.\d % of 512 held-out images of mnist right \(chance 10\.0 %\)",
                      capsys.readouterr().err)  # fmt: skip
     MODELS.unregister("x")
+
+
+def test_plugins_from_the_command_line_and_the_console_scripts_rescore(tmp_path):
+    """``run --plugins`` asks a question with a plugin in the working directory; ``faithbench rescore`` (the console
+    script, which puts no folder on the path) finds it again."""
+    import os
+    import shutil
+
+    console = shutil.which("faithbench")
+    if console is None:
+        pytest.skip("the faithbench console script is not on PATH")
+    (tmp_path / "tiny_models.py").write_text(
+        f"import faithbench\nfrom {__name__} import _Grey\n"
+        'faithbench.wrap_model(_Grey(), name="tiny", input_size=(28, 28), channels=1)\n'
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # for this test module's _Grey; the plugin is found in the cwd
+    ask = ["run", "--plugins", "tiny_models", "--models", "tiny", "--methods", "gradient", "--metrics",
+           "pixel_deletion", "--n-samples", "2", "--out", "q", "--no-progress", "--no-report"]  # fmt: skip
+    proc = subprocess.run([console, *ask], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    assert "model tiny:" in proc.stderr
+    proc = subprocess.run([console, "rescore", "q", "--set", "deletion.baseline=blur", "--out", "r"],
+                          capture_output=True, text=True, cwd=tmp_path, env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    assert (tmp_path / "r" / "results.csv").exists()
+
+
+def test_a_relative_weights_path_is_read_beside_the_code_that_names_it(tmp_path, monkeypatch):
+    import importlib.util
+
+    (tmp_path / "plug").mkdir()
+    torch.save(faithbench.torchvision_model("resnet18", num_classes=3, seed=5).state_dict(), tmp_path / "plug" / "w.pt")
+    (tmp_path / "plug" / "p.py").write_text(
+        'import faithbench\nnet = faithbench.torchvision_model("resnet18", num_classes=3, weights="w.pt")\n'
+    )
+    monkeypatch.chdir(tmp_path)  # not the plugin's folder
+    spec = importlib.util.spec_from_file_location("p_plugin", tmp_path / "plug" / "p.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert torch.equal(module.net.fc.weight, faithbench.torchvision_model("resnet18", num_classes=3, seed=5).fc.weight)
+    with pytest.raises(UserError, match="weights file w.pt does not exist"):
+        faithbench.torchvision_model("resnet18", num_classes=3, weights="w.pt")  # from here: no such file here
