@@ -137,7 +137,7 @@ def plugin_sources(suite: Suite, method: Any) -> list[Path]:
             files.append(path)
     try:
         method_file = inspect.getsourcefile(type(method))
-    except TypeError:  # a class defined where no file backs it (a notebook cell, exec): nothing to hash
+    except (TypeError, OSError):  # a class defined where no file backs it (a notebook cell, exec): nothing to hash
         method_file = None
     if method_file and not is_own_file(method_file):
         files.append(Path(method_file))
