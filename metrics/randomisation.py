@@ -109,11 +109,14 @@ def cascade_maps(unit: Unit, cfg: RandomisationConfig) -> tuple[Tensor, Tensor, 
     """(original maps (S, ...), randomised maps (K, S, ...), depth shares (K,), sample ids, params) of this shard."""
     x, _, ids = unit.samples()
     targets = unit.sample_targets("label")
-    k = min(cfg.n_samples, len(ids))
+    # The suite's first n_samples samples, wherever the pieces put them (a piece's positions rise: a prefix of its own)
+    k = int((unit.take(len(unit.sample_ids)) < cfg.n_samples).sum())
     x, targets, ids = x[:k], targets[:k], ids[:k]
     b = unit.explain_batch
 
     def explain(model: object, tag: str) -> Tensor:
+        if k == 0:  # a piece without any of them
+            return x.new_zeros((0, *x.shape[2:]))
         return torch.cat([unit.explain(x[s : s + b], targets[s : s + b], model=model, tag=tag) for s in range(0, k, b)])
 
     original = unit.sample_maps()[:k]

@@ -125,8 +125,7 @@ class MetricSpec:
             The runner combines them (:mod:`faithbench.bench.run.pairing`) into :attr:`Unit.shared`.
         cost: hook ``cost(unit, config) -> tuple[MetricCost, ...]``: what the metric asks of one piece of a unit (the
             unit's model may be a stand-in that the model registry describes, its images an empty (N, 0) tensor).
-        given_maps: the metric reads only the method's maps of its own samples (:meth:`Unit.sample_maps`), so maps
-            computed elsewhere can be scored (:func:`faithbench.bench.run.score.score`).
+        given_maps: it reads only its samples' maps (:meth:`Unit.sample_maps`): ``faithbench.score`` can score others'.
         float_floor: in the reported unit, the change of a mean that float rounding alone makes (the same code and
             weights on another CPU type or device); ``compare`` allows at least this much. 0: none is known.
     """
@@ -297,7 +296,8 @@ class Unit:
         b = self.explain_batch
 
         def explain_all(inputs: Tensor, targets: Tensor) -> Tensor:
-            return torch.cat([self.explain(inputs[s : s + b], targets[s : s + b]) for s in range(0, len(inputs), b)])
+            chunks = [self.explain(inputs[s : s + b], targets[s : s + b]) for s in range(0, len(inputs), b)]
+            return torch.cat(chunks) if chunks else inputs.new_zeros((0, *inputs.shape[2:]))  # a piece without any
 
         labels_maps = self.timed_explanation("samples", lambda: explain_all(x, t))
         if target == "label":

@@ -302,3 +302,17 @@ def test_more_pieces_than_items_leaves_the_extra_pieces_empty(tmp_path):
         scores[pieces] = frame.set_index("metric")[["mean", "n"]]
     assert scores[6]["n"].to_dict() == {"gridpg": 27, "pixel_deletion": 4, "entropy": 4}
     pd.testing.assert_frame_equal(scores[4], scores[6])
+
+
+def test_a_piece_without_any_of_a_metrics_samples_scores_nothing_there(tmp_path):
+    """Randomisation explains the first of the samples only: with more pieces than those, some pieces hold none of
+    them (this crashed in ``torch.cat`` of no maps); the scores are those of one piece."""
+    import faithbench
+
+    frames = {
+        pieces: faithbench.benchmark(["cnn_mnist"], ["gradient"], ["randomisation", "entropy"], n_samples=4,
+                                     pieces=pieces, randomisation={"n_samples": 2, "n_depths": 2},
+                                     out=tmp_path / str(pieces)).set_index("metric")[["mean", "n"]]
+        for pieces in (1, 6)
+    }  # fmt: skip
+    pd.testing.assert_frame_equal(frames[1], frames[6])
