@@ -34,6 +34,14 @@ class SlurmSettings:
     mem_gb: int | None = None
     cluster: str = "auto"  # auto: SLURM where sbatch is found, else local processes
 
+    def __post_init__(self) -> None:  # refused before anything is submitted
+        counts = {"--tasks": self.tasks, "--slurm-time": self.time_min, "--slurm-gpus-per-task": self.gpus_per_task,
+                  "--slurm-cpus-per-task": self.cpus_per_task, "--slurm-mem-gb": self.mem_gb}  # fmt: skip
+        least = {"--slurm-gpus-per-task": 0}
+        for option, value in counts.items():
+            if value is not None and value < least.get(option, 1):
+                raise UserError(f"{option} must be at least {least.get(option, 1)}, got {value}")
+
     def parameters(self, name: str) -> dict[str, Any]:
         given = {
             "name": name,

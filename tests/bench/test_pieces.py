@@ -316,3 +316,13 @@ def test_a_piece_without_any_of_a_metrics_samples_scores_nothing_there(tmp_path)
         for pieces in (1, 6)
     }  # fmt: skip
     pd.testing.assert_frame_equal(frames[1], frames[6])
+
+
+@pytest.mark.parametrize(
+    "option", [["--slurm-time", "-5"], ["--tasks", "0"], ["--slurm-mem-gb", "0"], ["--slurm-gpus-per-task", "-1"]]
+)
+def test_invalid_slurm_settings_are_refused_before_anything_is_submitted(tmp_path, capsys, option):
+    argv = ["run", "--models", "cnn_mnist", "--methods", "gradient", "--metrics", "entropy", "--launcher", "submitit"]
+    assert main([*argv, *option, "--out", str(tmp_path / "run")]) == 2
+    assert f"error: {option[0]} must be at least" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
