@@ -42,6 +42,16 @@ class PieceStore:
             return None
         return record if record.get("key") == key else None
 
+    def readable(self, model: str, job: str, piece: int, of: int) -> bool:
+        """Whether the piece's file holds a finished piece of this unit (a torn or foreign file does not count);
+        its key (the model's weights) is checked when the unit runs."""
+        try:
+            record = json.loads(self.path(model, job, piece, of).read_text())
+        except (OSError, json.JSONDecodeError):
+            return False
+        want = {"model": model, "job": job, "piece": piece, "of": of}
+        return isinstance(record, dict) and all(record.get(k) == v for k, v in want.items()) and "metrics" in record
+
     def has(self, model: str, job: str, key: str, piece: int, of: int) -> bool:
         return self.load(model, job, key, piece, of) is not None
 

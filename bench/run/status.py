@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from faithbench.bench.run.claims import read_claims, stale_after
-from faithbench.bench.run.pieces import piece_name
+from faithbench.bench.run.pieces import PieceStore, piece_name
 from faithbench.bench.run.plan import Plan
 from faithbench.bench.run.results import RunStore
 
@@ -43,7 +43,7 @@ def run_status(out: Path, steps: Plan) -> tuple[pd.DataFrame, list[str]]:
         pairs = [(model, job.name) for job in steps.jobs]
         open_pairs = [p for p in pairs if p not in done and p not in skipped]
         names = {piece_name(m, j, c, k): (m, j) for m, j in open_pairs for c in range(k)}
-        finished = sum((out / "pieces" / f"{name}.json").exists() for name in names)
+        finished = sum(PieceStore(out).readable(m, j, c, k) for m, j in open_pairs for c in range(k))
         live = {n: claims[n] for n in names if n in claims and claims[n][0] <= limit}
         stale = sum(1 for n in names if n in claims and claims[n][0] > limit)
         running += [f"{n}: {holder}, heartbeat {age:.0f} s ago" for n, (age, holder) in sorted(live.items())]

@@ -326,3 +326,20 @@ def test_invalid_slurm_settings_are_refused_before_anything_is_submitted(tmp_pat
     assert main([*argv, *option, "--out", str(tmp_path / "run")]) == 2
     assert f"error: {option[0]} must be at least" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_status_counts_only_pieces_whose_files_hold_a_piece(one_worker, tmp_path, capsys):
+    out = tmp_path / "run"
+    shutil.copytree(one_worker, out)
+    (out / "units" / "cnn_mnist__gradient.json").unlink()
+    folder = out / "pieces"
+    folder.mkdir(exist_ok=True)
+    for piece in folder.glob("cnn_mnist__gradient.*"):
+        piece.unlink()
+    record = {"key": "k", "model": "cnn_mnist", "job": "gradient", "piece": 0, "of": 3, "metrics": {}}
+    (folder / "cnn_mnist__gradient.0of3.json").write_text(__import__("json").dumps(record))
+    (folder / "cnn_mnist__gradient.1of3.json").write_text('{"key": "k", "mod')  # torn
+    (folder / "cnn_mnist__gradient.2of3.json").write_bytes(b"\0" * 64)  # zero-filled
+    assert main(["status", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "pieces: 1 done" in text and "2 left" in text
