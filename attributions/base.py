@@ -186,8 +186,27 @@ class AttributionMethod:
                 maps = self._attribute_shared(model, x[distinct], inverse, occurrence, t)
             else:
                 maps = self._attribute(model, x, t)
-            out.append((channel_sum(maps) if maps.dim() == inputs.dim() else maps).detach())
+            maps = (channel_sum(maps) if maps.dim() == inputs.dim() else maps).detach()
+            self._check_maps(model, x, t, maps)
+            out.append(maps)
         return torch.cat(out).to(inputs.dtype)
+
+    def _check_maps(self, model: ModelAdapter, x: Tensor, t: Tensor, maps: Tensor) -> None:
+        """A map per input of its size, finite; non-finite maps of non-finite logits blame the model, not the method."""
+        if maps.shape != (x.shape[0], *x.shape[2:]):
+            raise ValueError(
+                f"method {self.name!r} returned maps of shape {tuple(maps.shape)} for inputs {tuple(x.shape)} of model "
+                f"{model.name!r}; expected {(x.shape[0], *x.shape[2:])} or the inputs' shape"
+            )
+        bad = ~torch.isfinite(maps.reshape(maps.shape[0], -1)).all(dim=1)
+        if bool(bad.any()):
+            with torch.no_grad():
+                logits_ok = bool(torch.isfinite(model.module(x[bad])).all())
+            culprit = f"method {self.name!r} returned" if logits_ok else f"model {model.name!r} has non-finite logits:"
+            raise ValueError(
+                f"{culprit} NaN/inf maps for {int(bad.sum())} of {len(bad)} inputs of model {model.name!r} (batch "
+                f"positions {bad.nonzero().flatten()[:8].tolist()})"
+            )
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         raise NotImplementedError
