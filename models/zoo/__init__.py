@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from faithbench.errors import UserError
 from faithbench.io import atomic_torch_save
 from faithbench.models.adapter import state_sha256
 from faithbench.models.data.splits import image_splits
@@ -49,7 +50,10 @@ ZOO_VERSION = 2
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("FAITHBENCH_CACHE", Path.home() / ".cache" / "faithbench")) / "zoo"
+    root = Path(os.environ.get("FAITHBENCH_CACHE", Path.home() / ".cache" / "faithbench"))
+    if root.exists() and not root.is_dir():
+        raise UserError(f"the cache {root} (FAITHBENCH_CACHE) is a file, not a folder; name a folder")
+    return root / "zoo"
 
 
 # --------------------------------------------------------------------------- hashing and caching
@@ -146,8 +150,15 @@ def build(name: str) -> tuple[nn.Module, dict]:
 def _build_lock(name: str) -> Iterator[None]:
     """An exclusive ``flock`` on ``NAME.lock`` beside the checkpoint, for the time of a build."""
     path = checkpoint_path(name).with_suffix(".lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(path, "w")  # noqa: SIM115 - closed by the with below
+    except OSError as exc:  # a read-only or full cache: the build could not keep its checkpoint
+        raise UserError(
+            f"cannot build zoo model {name!r}: the cache {path.parent} is not writable ({exc.strerror}); set "
+            "FAITHBENCH_CACHE to a writable folder (the checkpoints already there are read from anywhere)"
+        ) from None
+    with f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
