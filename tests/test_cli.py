@@ -169,3 +169,10 @@ def test_usage_names_the_way_the_command_line_was_started(tmp_path):
             continue  # the console script lives beside the interpreter only in an installed environment
         proc = subprocess.run([*argv, "--help"], capture_output=True, text=True, cwd=tmp_path)
         assert proc.returncode == 0 and proc.stdout.startswith(f"usage: {name} "), proc.stdout[:80]
+
+
+def test_report_of_a_results_file_without_rows_is_one_line(tmp_path, capsys):
+    header = "suite,model,family,method,metric,mean,std,n,ci_low,ci_high,unit,higher_is_better\n"
+    (tmp_path / "results.csv").write_text(header)
+    assert main(["report", str(tmp_path / "results.csv")]) == 2
+    assert "holds no result rows: nothing to report" in capsys.readouterr().err

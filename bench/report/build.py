@@ -21,6 +21,7 @@ from faithbench.bench.report.stats import BEST, TIED, leaderboard_stats, write_s
 from faithbench.bench.report.tables import headline, leaderboard
 from faithbench.bench.run import identity
 from faithbench.bench.run.results import first_runs, read_results
+from faithbench.errors import UserError
 
 __all__ = ["headline", "leaderboard", "report", "to_text", "write_tables"]
 
@@ -76,6 +77,8 @@ def report(
     ``progress`` is told each step as it starts (one short line)."""
     say = progress or (lambda _: None)
     results = read_results(results_csv)
+    if results.empty:  # a run whose every pair was skipped, or a file cut to its header
+        raise UserError(f"{results_csv} holds no result rows: nothing to report (a run's skipped.json says why)")
     run_dir = Path(results_csv).parent
     out = out or run_dir / "report"
     say(f"report: statistics ({n_boot} bootstrap resamples)")
