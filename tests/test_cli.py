@@ -176,3 +176,13 @@ def test_report_of_a_results_file_without_rows_is_one_line(tmp_path, capsys):
     (tmp_path / "results.csv").write_text(header)
     assert main(["report", str(tmp_path / "results.csv")]) == 2
     assert "holds no result rows: nothing to report" in capsys.readouterr().err
+
+
+def test_a_sweep_of_a_run_without_maps_says_nothing_could_be_rescored(tmp_path, capsys):
+    import faithbench
+
+    faithbench.benchmark(["cnn_mnist"], ["gradient"], ["pixel_deletion"], n_samples=2, store_maps=False, out=tmp_path)
+    assert main(["rescore", str(tmp_path), "--sweep", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "nothing could be re-scored under" in err and "no stored maps" in err
+    assert not (tmp_path / "rescored" / "protocols_summary.csv").exists()

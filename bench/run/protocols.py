@@ -92,6 +92,8 @@ def sweep(
     for i, protocol in enumerate(plans):
         if on_protocol is not None:
             on_protocol(i, len(plans), protocol)
-        notes = rescore(run_dir, protocol.settings, protocol.folder, device)[2]
+        results, _, notes = rescore(run_dir, protocol.settings, protocol.folder, device)
+        if results.empty:  # the run kept no maps to replay: every protocol would say the same
+            raise UserError(f"{run_dir}: nothing could be re-scored under {protocol.name}:\n" + "\n".join(notes))
         done.append((protocol, notes))
     return done
