@@ -182,7 +182,8 @@ def evaluate_ssim(unit: Unit, cfg: RandomisationConfig) -> MetricResult:
 def cost(unit: Unit, cfg: RandomisationConfig) -> tuple[MetricCost, ...]:
     """The per-sample maps and the first ``n_samples`` of them explained again at every depth of the cascade (a model
     without the layers to tell, a stand-in, is taken to have ``n_depths`` distinct depths)."""
-    k, layers = min(cfg.n_samples, len(unit.take(len(unit.sample_ids)))), len(parameter_layers(unit.model.module))
+    k = int((unit.take(len(unit.sample_ids)) < cfg.n_samples).sum())  # this piece's share of the first n_samples
+    layers = len(parameter_layers(unit.model.module))
     depths = len(cascade_depths(layers, cfg.n_depths)) if layers else cfg.n_depths
     return (*sample_maps_cost(unit), MetricCost(("randomisation", cfg), explanations=k * depths, passes=depths))
 
