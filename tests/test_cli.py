@@ -4,9 +4,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from faithbench.bench.cli import main
+from faithbench.bench.run.tables import RESULT_COLUMNS
 from faithbench.registry import Registry
 
 
@@ -172,10 +174,17 @@ def test_usage_names_the_way_the_command_line_was_started(tmp_path):
 
 
 def test_report_of_a_results_file_without_rows_is_one_line(tmp_path, capsys):
-    header = "suite,model,family,method,metric,mean,std,n,ci_low,ci_high,unit,higher_is_better\n"
-    (tmp_path / "results.csv").write_text(header)
+    (tmp_path / "results.csv").write_text(",".join(RESULT_COLUMNS) + "\n")
     assert main(["report", str(tmp_path / "results.csv")]) == 2
     assert "holds no result rows: nothing to report" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("column", ["metric", "n", "unit"])
+def test_report_of_a_results_file_without_a_column_names_it(tmp_path, capsys, column):
+    frame = pd.DataFrame([dict.fromkeys(RESULT_COLUMNS, 1)]).drop(columns=[column])
+    frame.to_csv(tmp_path / "results.csv", index=False)
+    assert main(["report", str(tmp_path / "results.csv")]) == 2
+    assert f"is not a faithbench results file (missing column(s) {column})" in capsys.readouterr().err
 
 
 def test_a_sweep_of_a_run_without_maps_says_nothing_could_be_rescored(tmp_path, capsys):

@@ -20,7 +20,7 @@ from faithbench.bench.report.sections import Section, report_sections
 from faithbench.bench.report.stats import BEST, TIED, leaderboard_stats, write_statistics
 from faithbench.bench.report.tables import headline, leaderboard
 from faithbench.bench.run import identity
-from faithbench.bench.run.results import first_runs, read_results
+from faithbench.bench.run.results import WRITTEN_COLUMNS, first_runs, read_results
 from faithbench.errors import UserError
 
 __all__ = ["headline", "leaderboard", "report", "to_text", "write_tables"]
@@ -76,7 +76,7 @@ def report(
     reliability and agreement, the cost and the identical-maps check (:mod:`faithbench.bench.run.identity`).
     ``progress`` is told each step as it starts (one short line)."""
     say = progress or (lambda _: None)
-    results = read_results(results_csv)
+    results = read_results(results_csv, WRITTEN_COLUMNS)
     if results.empty:  # a run whose every pair was skipped, or a file cut to its header
         raise UserError(f"{results_csv} holds no result rows: nothing to report (a run's skipped.json says why)")
     run_dir = Path(results_csv).parent

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from faithbench.bench.run.tables import Tables, legacy_job_columns
+from faithbench.bench.run.tables import JOB_COLUMNS, RESULT_COLUMNS, Tables, legacy_job_columns
 from faithbench.errors import UserError
 from faithbench.io import atomic_torch_save, atomic_write_text, load_torch
 
@@ -52,8 +52,13 @@ def contestants(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["rerun_of"].isna() & ~frame["is_control"].astype(bool)]
 
 
-def read_results(path: Path) -> pd.DataFrame:
-    """A run's ``results.csv``; every problem with the file is one line that names it."""
+# What every row written since the columns exist holds (the job columns are derived for older files).
+WRITTEN_COLUMNS = tuple(c for c in RESULT_COLUMNS if c not in JOB_COLUMNS)
+
+
+def read_results(path: Path, required: Iterable[str] = ("model", "method", "metric", "mean")) -> pd.DataFrame:
+    """A run's ``results.csv``; every problem with the file is one line that names it. ``required``: the
+    columns the caller reads (the report reads :data:`WRITTEN_COLUMNS`)."""
     path = Path(path)
     if path.is_dir():
         hint = f"; did you mean {path / 'results.csv'}?" if (path / "results.csv").exists() else ""
@@ -64,9 +69,9 @@ def read_results(path: Path) -> pd.DataFrame:
         frame = pd.read_csv(path)
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise UserError(f"{path} is not a readable results CSV ({type(exc).__name__}: {exc})") from None
-    missing = {"model", "method", "metric", "mean"} - set(frame.columns)
+    missing = [c for c in required if c not in frame.columns]
     if missing:
-        raise UserError(f"{path} is not a faithbench results file (missing columns {', '.join(sorted(missing))})")
+        raise UserError(f"{path} is not a faithbench results file (missing column(s) {', '.join(missing)})")
     return with_job_columns(frame)
 
 
