@@ -10,13 +10,37 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from faithbench.errors import UserError
+
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}-{uuid.uuid4().hex[:12]}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError as exc:  # a full or read-only disk: no partial temporary file stays behind, the error names the file
+        tmp.unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
+    except BaseException:  # an interrupt: the same
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def writable_folder(folder: Path, what: str, fix: str = "choose a writable folder with --out") -> Path:
+    """``folder``, made if missing; a :class:`UserError` that names it and ``what`` was to be written there when it
+    cannot be written (a read-only disk, no permission), before any work that would be lost; ``fix`` says what to do."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        writable = os.access(folder, os.W_OK)
+        reason = "not writable"
+    except OSError as exc:
+        writable, reason = False, exc.strerror
+    if not writable:
+        raise UserError(f"cannot write {what} to {folder} ({reason}); {fix}")
+    return folder
 
 
 def atomic_write_text(path: Path, text: str) -> None:

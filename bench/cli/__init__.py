@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import sys
@@ -13,6 +14,8 @@ from collections.abc import Callable, Sequence
 from faithbench.bench.cli.parser import build_parser
 from faithbench.errors import UserError
 
+# A full disk, a quota, a read-only disk: the environment's, named in one line (the traceback with --debug).
+DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 COMMANDS = {  # command -> "module:function", imported when the command runs
     "list": "faithbench.bench.cli.listing:cmd_list",
     "zoo": "faithbench.bench.cli.zoo:cmd_zoo",
@@ -52,3 +55,12 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return 0
+    except OSError as exc:
+        if debug or exc.errno not in DISK_ERRNOS:
+            raise
+        where = f" writing {exc.filename}" if exc.filename else ""
+        sys.stderr.write(
+            f"error: {exc.strerror}{where}; free space (or choose another --out) and run the same command again: "
+            "what was finished is kept\n"
+        )
+        return 1

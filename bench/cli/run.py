@@ -18,7 +18,7 @@ from faithbench.bench.report.build import headline, report
 from faithbench.bench.report.formats import WIDTH, to_text
 from faithbench.bench.run.data import DATASETS, load_data
 from faithbench.bench.run.estimate import estimate
-from faithbench.bench.run.launch import SlurmSettings, submit
+from faithbench.bench.run.launch import SlurmSettings, submit, wait_for
 from faithbench.bench.run.plan import plan
 from faithbench.bench.run.question import question
 from faithbench.bench.run.results import read_results
@@ -151,8 +151,7 @@ def launch_array(args: argparse.Namespace, suite: Suite, out: Path) -> pd.DataFr
             f"progress: python -m bench status {out}; when done: python -m bench report {out / 'results.csv'}\n"
         )
         return None
-    for job in jobs:
-        sys.stdout.write(f"{job.result()}\n")
+    wait_for(jobs, out, say=lambda line: sys.stdout.write(f"{line}\n"))
     return read_results(out / "results.csv")
 
 

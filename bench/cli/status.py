@@ -10,13 +10,13 @@ from faithbench.bench.report.formats import to_text
 from faithbench.bench.run.plan import plan
 from faithbench.bench.run.results import RunStore
 from faithbench.bench.run.status import run_status
-from faithbench.bench.run.suite import build_suite
+from faithbench.bench.run.suite import recorded_suite
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     run_dir = Path(args.run)
     record = RunStore(run_dir).read_record()
-    steps = plan(build_suite(record["suite"], str(run_dir / "run.json")))
+    steps = plan(recorded_suite(record, run_dir / "run.json"))
     table, running = run_status(run_dir, steps)
     sys.stdout.write(to_text(table, width=120, keys=1) + "\n")
     total = table.sum(numeric_only=True)

@@ -22,6 +22,7 @@ from faithbench.bench.report.tables import headline, leaderboard
 from faithbench.bench.run import identity
 from faithbench.bench.run.results import WRITTEN_COLUMNS, first_runs, read_results
 from faithbench.errors import UserError
+from faithbench.io import writable_folder
 
 __all__ = ["headline", "leaderboard", "report", "to_text", "write_tables"]
 
@@ -80,7 +81,7 @@ def report(
     if results.empty:  # a run whose every pair was skipped, or a file cut to its header
         raise UserError(f"{results_csv} holds no result rows: nothing to report (a run's skipped.json says why)")
     run_dir = Path(results_csv).parent
-    out = out or run_dir / "report"
+    out = writable_folder(out or run_dir / "report", "the report")  # before the statistics, not after
     say(f"report: statistics ({n_boot} bootstrap resamples)")
     stats = leaderboard_stats(run_dir, results, alpha=alpha, n_boot=n_boot)
     results = first_runs(results)  # reruns: see the statistics

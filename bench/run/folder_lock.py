@@ -42,19 +42,24 @@ def check_output_folder(out: Path) -> None:
 class FolderLock:
     """Exclusive ownership of a run folder for one process (``with FolderLock(out, "run"): ...``)."""
 
-    def __init__(self, folder: Path, purpose: str, run_id: str | None = None) -> None:
-        self.folder, self.purpose, self.run_id = Path(folder), purpose, run_id
+    def __init__(self, folder: Path, purpose: str, run_id: str | None = None, *, reading: bool = False) -> None:
+        # reading: the holder only reads the folder; one that cannot be written here (a read-only disk) needs no lock
+        self.folder, self.purpose, self.run_id, self.reading = Path(folder), purpose, run_id, reading
         self.path = self.folder / LOCK_NAME
         self.created_folder = False
+        self._created: list[Path] = []  # the folder and the parents this lock made, innermost first
         self._fd: int | None = None
 
     def acquire(self) -> FolderLock:
         check_output_folder(self.folder)
         try:
-            self.created_folder = not self.folder.exists()
+            self._created = [p for p in (self.folder, *self.folder.parents) if not p.exists()]
+            self.created_folder = bool(self._created)
             self.folder.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
+            if self.reading and self.folder.is_dir():
+                return self
             raise UserError(f"cannot write to {self.folder} ({exc.strerror}); choose a writable --out") from None
         if self.run_id is not None:
             return self._join(fd)
@@ -130,7 +135,11 @@ class FolderLock:
         if remove_if_empty and self.created_folder and left <= {LOCK_NAME, f"{LOCK_NAME}-join"}:
             for name in left:
                 (self.folder / name).unlink(missing_ok=True)
-            self.folder.rmdir()
+            for folder in self._created:  # a refused run leaves no folder behind, nor the parents --out made
+                try:
+                    folder.rmdir()
+                except OSError:  # something else wrote there meanwhile
+                    break
 
     def __enter__(self) -> FolderLock:
         return self.acquire()

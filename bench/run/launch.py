@@ -10,6 +10,8 @@ processes (submitit's local executor): what the tests use, and a way to try a la
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from faithbench.bench.run.suite import Suite, build_suite
 from faithbench.errors import UserError
 
 CLUSTERS = ("auto", "slurm", "local")
+TASK_VARIABLE = "FAITHBENCH_ARRAY_TASK"
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class ArrayTask:
     tasks: int
 
     def __call__(self, task: int) -> str:
+        os.environ[TASK_VARIABLE] = str(task)  # which task this is, for a plugin or a log (as SLURM_ARRAY_TASK_ID)
         suite = build_suite(self.suite, "suite", Path(self.folder) if self.folder else None)
         frame = run(
             suite, Path(self.out), self.device, progress=True, worker=Worker(task, self.tasks), handle_sigterm=False
@@ -99,3 +103,25 @@ def submit(
     executor.update_parameters(**settings.parameters(f"faithbench-{suite.name}"))
     task = ArrayTask(suite.to_dict(), str(folder) if folder else None, str(out), device, settings.tasks)
     return executor.map_array(task, range(settings.tasks))
+
+
+def wait_for(jobs: list[Any], out: Path, say: Callable[[str], None]) -> None:
+    """Wait for every task, telling ``say`` a line per task as it ended. A task that died (killed, out of memory, a
+    node lost) is a line too, not submitit's traceback: the others take its pieces over once its claims go stale,
+    and task 0 ends only when every piece is done. When task 0 died, a :class:`UserError` says that the run is not
+    complete and how to resume; every finished piece is kept."""
+    died = []
+    for task, job in enumerate(jobs):
+        try:
+            say(str(job.result()))
+        except Exception as exc:  # submitit's FailedJobError / UncompletedJobError, or the task's own error
+            last = [line for line in str(exc).strip().splitlines() if line.strip()]
+            died.append(f"task {task} (job {job.job_id}) died: {last[-1] if last else type(exc).__name__}")
+            if task:
+                say(died[-1])
+    if died and died[0].startswith("task 0 "):
+        raise UserError(
+            f"{'; '.join(died)}. The run in {out} is not complete (task 0 writes its tables once every piece is done); "
+            f"every finished piece is kept: submit the same command again to resume (python -m bench status {out} "
+            f"shows what is left; the tasks' logs: {Path(out) / 'slurm'})"
+        )

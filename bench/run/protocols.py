@@ -16,8 +16,9 @@ from typing import Any
 
 from faithbench.bench.run.rescore import folder_name, rescore
 from faithbench.bench.run.results import RunStore
-from faithbench.bench.run.suite import Suite, build_suite
+from faithbench.bench.run.suite import Suite, recorded_suite
 from faithbench.errors import UserError
+from faithbench.io import writable_folder
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def run_protocols(run_dir: Path, keys: Sequence[str] = ()) -> list[Protocol]:
     if not (run_dir / "run.json").is_file():
         raise UserError(f"{run_dir} is not a finished run folder (no run.json)")
     record = RunStore(run_dir).read_record()
-    return plan_protocols(build_suite(record["suite"], str(run_dir / "run.json")), run_dir, keys)
+    return plan_protocols(recorded_suite(record, run_dir / "run.json"), run_dir, keys)
 
 
 def sweep(
@@ -88,6 +89,8 @@ def sweep(
     plans = run_protocols(run_dir, keys)
     if not plans:
         raise UserError(f"{run_dir}: no scoring-only setting to sweep (none of its metric tables declares one)")
+    fix = "--sweep writes beside the run: copy the run to a writable disk"
+    writable_folder(Path(run_dir) / "rescored", "the sweep", fix)
     done = []
     for i, protocol in enumerate(plans):
         if on_protocol is not None:

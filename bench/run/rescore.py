@@ -29,9 +29,9 @@ from faithbench.bench.run.plan import metric_jobs
 from faithbench.bench.run.provenance import provenance
 from faithbench.bench.run.results import RunStore, contestants, read_results
 from faithbench.bench.run.runner import resolve_device, sample_ids
-from faithbench.bench.run.suite import build_suite, with_overrides
+from faithbench.bench.run.suite import recorded_suite, with_overrides
 from faithbench.errors import UserError
-from faithbench.io import atomic_write_text
+from faithbench.io import atomic_write_text, writable_folder
 from faithbench.metrics.mapstore import MapStore, MissingMapsError
 from faithbench.models import load_model
 from faithbench.progress import progress_bar
@@ -89,7 +89,7 @@ def rescore(
     run_dir = Path(run_dir)
     if not (run_dir / "run.json").is_file():
         raise UserError(f"{run_dir} is not a finished run folder (no run.json)")
-    with FolderLock(run_dir, "bench rescore"):  # no run may rewrite the folder while it is read
+    with FolderLock(run_dir, "bench rescore", reading=True):  # no run may rewrite the folder while it is read
         return _rescore(run_dir, settings, out, device)
 
 
@@ -98,10 +98,10 @@ def _rescore(
 ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     store = RunStore(run_dir)
     record = store.read_record()
-    base = build_suite(record["suite"], str(run_dir / "run.json"))
+    base = recorded_suite(record, run_dir / "run.json")
     suite = with_overrides(base, tables=settings)
     dev = resolve_device(device)
-    out = out or run_dir / "rescored" / folder_name(settings)
+    out = writable_folder(out or run_dir / "rescored" / folder_name(settings), "the re-scored results")
     units = store.run_units(record)  # exactly the run's units: a unit file of another run is never read
     if not units:
         raise UserError(f"{run_dir} has no finished units to re-score")

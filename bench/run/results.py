@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from faithbench.bench.run.suite_files import plugin_folders
 from faithbench.bench.run.tables import JOB_COLUMNS, RESULT_COLUMNS, Tables, legacy_job_columns
 from faithbench.errors import UserError
 from faithbench.io import atomic_torch_save, atomic_write_text, load_torch
@@ -113,6 +114,7 @@ class RunStore:
         models = {u["model"]: u["model_info"] for u in units if u.get("model_info")}  # held-out accuracy, budget
         record = {"suite": suite, "provenance": prov, "units": manifest, **({"shared": shared} if shared else {})}
         record |= {"models": models} if models else {}
+        record |= {"plugin_folders": folders} if (folders := plugin_folders(suite.get("plugins", []))) else {}
         atomic_write_text(self.out / "run.json", json.dumps(record, indent=2))
 
     def read_record(self) -> dict:

@@ -9,6 +9,7 @@ problem is one line that names the file and the key.
 
 from __future__ import annotations
 
+import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -110,6 +111,14 @@ def _scalar(data: Mapping[str, Any], key: str, where: str) -> Any:
     if least is not None and value < least:
         raise UserError(f"{where} {key} must be >= {least}, got {value!r}")
     return value
+
+
+def recorded_suite(record: Mapping[str, Any], run_json: Path) -> Suite:
+    """The suite a run's ``run.json`` records, its plugins imported from where the run found them."""
+    for folder in record.get("plugin_folders", []):
+        if folder not in sys.path:
+            sys.path.append(folder)
+    return build_suite(record["suite"], str(run_json))
 
 
 def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | None = None) -> Suite:

@@ -7,6 +7,7 @@ import importlib
 import os
 import sys
 import tomllib
+from collections.abc import Iterable
 from importlib.resources import files
 from pathlib import Path
 
@@ -79,3 +80,14 @@ def import_plugins(plugins: object, where: str, folder: Path | None) -> tuple[st
                 f"{where} plugin module {module!r} was not found (looked beside the suite file and on the import path)"
             ) from None
     return tuple(plugins)
+
+
+def plugin_folders(plugins: Iterable[str]) -> list[str]:
+    """The import roots the suite's plugin modules were found in: run.json records them, so that ``status``,
+    ``rescore`` and ``report`` of the run import them again from wherever they are started."""
+    roots = set()
+    for name in plugins:
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if file:  # a module pkg.mod lies its dots below its root; a package's __init__.py one more
+            roots.add(str(Path(file).resolve().parents[name.count(".") + (Path(file).name == "__init__.py")]))
+    return sorted(roots)
