@@ -25,6 +25,7 @@ from faithbench.bench.report.statistics import (
 )
 from faithbench.bench.report.style import WIDTH_IN, save
 from faithbench.bench.run.results import contestants, first_runs, with_job_columns
+from faithbench.errors import UserError
 
 BEST, TIED = "★", "≈"
 
@@ -68,11 +69,33 @@ class LeaderboardStats:
         return lines + self.notes
 
 
-def read_samples(run_dir: Path) -> pd.DataFrame | None:
+SAMPLE_COLUMNS = ("model", "method", "metric", "sample_id", "value", "undefined")
+
+
+def read_samples(run_dir: Path, results: pd.DataFrame | None = None) -> pd.DataFrame | None:
+    """A run's ``samples.csv`` (None where the run has none); a file that does not parse, lacks a column or holds
+    fewer samples of a row than ``results`` counts (cut short, or another run's) is a one-line error."""
     path = run_dir / "samples.csv"
     if not path.exists() or path.stat().st_size <= 1:
         return None
-    samples = with_job_columns(pd.read_csv(path))
+    rerun = "run the run's `bench run` command into its folder again to rewrite it from the units"
+    try:
+        samples = pd.read_csv(path)
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        raise UserError(f"{path} is not a readable samples CSV ({type(exc).__name__}: {exc}); {rerun}") from None
+    missing = [c for c in SAMPLE_COLUMNS if c not in samples.columns]
+    if missing:
+        raise UserError(f"{path} is not a faithbench samples file (missing column(s) {', '.join(missing)}); {rerun}")
+    samples = with_job_columns(samples)
+    if results is not None and "n" in results:
+        held = samples.groupby(["model", "method", "metric"]).size()
+        for r in results.itertuples():
+            k = int(held.get((r.model, r.method, r.metric), 0))
+            if k < r.n:
+                raise UserError(
+                    f"{path} holds {k} of the {r.n} samples of {r.model} / {r.method} / {r.metric} that results.csv "
+                    f"counts (cut short, or from another run); {rerun}"
+                )
     return samples.assign(value=samples["value"].where(~samples["undefined"].astype(bool)))
 
 
@@ -81,7 +104,7 @@ def leaderboard_stats(
 ) -> LeaderboardStats:
     """Paired tests, rank stability, metric agreement and split-half reliability of a run (``results`` as
     :func:`~faithbench.bench.run.results.read_results` gives it: with its job columns)."""
-    samples = read_samples(run_dir)
+    samples = read_samples(run_dir, results)
     reruns = rerun_agreement(samples) if samples is not None else pd.DataFrame()
     if samples is not None:  # a rerun with another seed is not a method of the leaderboard
         samples = first_runs(samples)

@@ -189,3 +189,18 @@ def test_a_run_refused_before_its_first_unit_leaves_no_folder_nor_parents(tmp_pa
     assert main(["run", "--suite", str(suite), "--out", str(out), "--no-progress"]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert not (tmp_path / "a").exists()
+
+
+# ----------------------------------------------------------------------------- debris in the run folder
+
+
+@pytest.mark.parametrize("cut", [100, 0])
+def test_report_of_a_run_whose_samples_file_was_cut_short_names_it(small_run, tmp_path, capsys, cut):
+    run = tmp_path / "run"
+    shutil.copytree(small_run, run)
+    text = (run / "samples.csv").read_text()
+    (run / "samples.csv").write_text(text[:cut] if cut else text.replace("sample_id", "sample"))
+    assert main(["report", str(run / "results.csv"), "--out", str(tmp_path / "report")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after the progress line
+    assert err.startswith(f"error: {run / 'samples.csv'} ")
+    assert ("holds 0 of the 4 samples of cnn_mnist / gradient" if cut else "missing column(s) sample_id") in err
