@@ -105,12 +105,17 @@ class RandomisationConfig:
             raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
 
 
+def _first_samples(unit: Unit, cfg: RandomisationConfig) -> int:
+    """How many of the suite's first ``n_samples`` samples this piece holds (wherever the pieces put them: a piece's
+    positions rise, so they are a prefix of its own)."""
+    return int((unit.take(len(unit.sample_ids)) < cfg.n_samples).sum())
+
+
 def cascade_maps(unit: Unit, cfg: RandomisationConfig) -> tuple[Tensor, Tensor, Tensor, Tensor, dict]:
     """(original maps (S, ...), randomised maps (K, S, ...), depth shares (K,), sample ids, params) of this shard."""
     x, _, ids = unit.samples()
     targets = unit.sample_targets("label")
-    # The suite's first n_samples samples, wherever the pieces put them (a piece's positions rise: a prefix of its own)
-    k = int((unit.take(len(unit.sample_ids)) < cfg.n_samples).sum())
+    k = _first_samples(unit, cfg)
     x, targets, ids = x[:k], targets[:k], ids[:k]
     b = unit.explain_batch
 
@@ -182,7 +187,7 @@ def evaluate_ssim(unit: Unit, cfg: RandomisationConfig) -> MetricResult:
 def cost(unit: Unit, cfg: RandomisationConfig) -> tuple[MetricCost, ...]:
     """The per-sample maps and the first ``n_samples`` of them explained again at every depth of the cascade (a model
     without the layers to tell, a stand-in, is taken to have ``n_depths`` distinct depths)."""
-    k = int((unit.take(len(unit.sample_ids)) < cfg.n_samples).sum())  # this piece's share of the first n_samples
+    k = _first_samples(unit, cfg)
     layers = len(parameter_layers(unit.model.module))
     depths = len(cascade_depths(layers, cfg.n_depths)) if layers else cfg.n_depths
     return (*sample_maps_cost(unit), MetricCost(("randomisation", cfg), explanations=k * depths, passes=depths))

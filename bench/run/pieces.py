@@ -34,23 +34,25 @@ class PieceStore:
     def path(self, model: str, job: str, piece: int, of: int) -> Path:
         return self.folder / f"{piece_name(model, job, piece, of)}.json"
 
-    def load(self, model: str, job: str, key: str, piece: int, of: int) -> dict | None:
-        """A finished piece of the unit with this key (None: missing, another key, unreadable)."""
+    def _read(self, model: str, job: str, piece: int, of: int) -> dict | None:
+        """The piece's file as a record (None: missing, torn, not a record)."""
         try:
             record = json.loads(self.path(model, job, piece, of).read_text())
         except (OSError, json.JSONDecodeError):
             return None
-        return record if record.get("key") == key else None
+        return record if isinstance(record, dict) else None
+
+    def load(self, model: str, job: str, key: str, piece: int, of: int) -> dict | None:
+        """A finished piece of the unit with this key (None: missing, another key, unreadable)."""
+        record = self._read(model, job, piece, of)
+        return record if record is not None and record.get("key") == key else None
 
     def readable(self, model: str, job: str, piece: int, of: int) -> bool:
         """Whether the piece's file holds a finished piece of this unit (a torn or foreign file does not count);
         its key (the model's weights) is checked when the unit runs."""
-        try:
-            record = json.loads(self.path(model, job, piece, of).read_text())
-        except (OSError, json.JSONDecodeError):
-            return False
+        record = self._read(model, job, piece, of) or {}
         want = {"model": model, "job": job, "piece": piece, "of": of}
-        return isinstance(record, dict) and all(record.get(k) == v for k, v in want.items()) and "metrics" in record
+        return all(record.get(k) == v for k, v in want.items()) and "metrics" in record
 
     def has(self, model: str, job: str, key: str, piece: int, of: int) -> bool:
         return self.load(model, job, key, piece, of) is not None
