@@ -28,7 +28,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def writable_folder(folder: Path, what: str, fix: str = "choose a writable folder with --out") -> Path:
+def writable_folder(folder: Path, what: str, fix: str = "choose a writable folder with --out (out= in Python)") -> Path:
     """``folder``, made if missing; a :class:`UserError` that names it and ``what`` was to be written there when it
     cannot be written (a read-only disk, no permission), before any work that would be lost; ``fix`` says what to do."""
     folder = Path(folder)

@@ -60,7 +60,9 @@ class FolderLock:
         except OSError as exc:
             if self.reading and self.folder.is_dir():
                 return self
-            raise UserError(f"cannot write to {self.folder} ({exc.strerror}); choose a writable --out") from None
+            raise UserError(
+                f"cannot write to {self.folder} ({exc.strerror}); choose a writable --out (out= in Python)"
+            ) from None
         if self.run_id is not None:
             return self._join(fd)
         if not _try_flock(fd, fcntl.LOCK_EX, self.path):

@@ -162,7 +162,10 @@ def test_a_bad_output_folder_fails_in_one_line_before_any_compute(suite, tmp_pat
     monkeypatch.setattr(folder_lock.os, "open", read_only)  # root ignores chmod: as a read-only folder answers
     assert _run(suite, tmp_path / "ro") == 2
     err = capsys.readouterr().err
-    assert err == f"error: cannot write to {tmp_path / 'ro'} (Permission denied); choose a writable --out\n"
+    assert (
+        err
+        == f"error: cannot write to {tmp_path / 'ro'} (Permission denied); choose a writable --out (out= in Python)\n"
+    )
 
 
 def test_a_run_that_fails_before_writing_leaves_no_folder(suite, tmp_path, monkeypatch):
