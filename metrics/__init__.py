@@ -20,6 +20,7 @@ from faithbench.metrics.grids import (
 from faithbench.metrics.registry import METRICS, register_metric
 from faithbench.metrics.seqpg import sequence_pointing_game
 from faithbench.metrics.sequences import SequenceSet, build_sequences, truncate_segments
+from faithbench.metrics.single_deletion import cell_drops, single_deletion
 from faithbench.metrics.spec import Example, MetricResult, MetricSpec, NoConfig, Unit
 from faithbench.metrics.types import CurveScores, ErasureScores, Scores
 from faithbench.metrics.windows import explain_grids, sliding_window_maps
@@ -42,6 +43,7 @@ __all__ = [
     "Unit",
     "block_scores",
     "build_sequences",
+    "cell_drops",
     "cell_masses",
     "comprehensiveness_sufficiency",
     "explain_grids",
@@ -58,6 +60,7 @@ __all__ = [
     "select_grids",
     "select_random_partners",
     "sequence_pointing_game",
+    "single_deletion",
     "sliding_window_maps",
     "smooth_maps",
     "truncate_segments",

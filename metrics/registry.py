@@ -17,6 +17,7 @@ from faithbench.metrics import (
     randomisation,
     road,
     seqpg,
+    single_deletion,
     truth,
 )
 from faithbench.metrics.spec import MetricSpec
@@ -38,6 +39,8 @@ for _spec in (
     flipping.LERF,
     flipping.SRG,
     road.SPEC,
+    single_deletion.SIGNED,
+    single_deletion.ABSOLUTE,
     erasure.COMPREHENSIVENESS,
     erasure.SUFFICIENCY,
     complexity.ENTROPY,

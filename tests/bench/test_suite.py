@@ -50,8 +50,8 @@ def write(tmp_path, text):
         ('[deletion]\nblock_size = "4"\n', r"\[deletion\]: block_size must be a positive integer, got '4'"),
         (
             "[grid_pg]\nn_grids = 2\n",
-            r"unknown key\(s\) grid_pg; .*tables: gridpg, seqpg, deletion, flipping, road, erasure, completeness, "
-            r"randomisation, truth, method_params",
+            r"unknown key\(s\) grid_pg; .*tables: gridpg, seqpg, deletion, flipping, road, single_deletion, erasure, "
+            r"completeness, randomisation, truth, method_params",
         ),
         (
             "[method_params.lime]\nn_sample = 3\n",

@@ -1,0 +1,166 @@
+"""Single-deletion score (SDS; Hesse et al., "Benchmarking the Attribution Quality of Vision Models", NeurIPS 2024
+Datasets and Benchmarks): does a map order an image's cells as deleting them one at a time does?
+
+Each image x (C, H, W) is cut into g x g cells (pixel (i, j) lies in cell (floor(i g / H), floor(j g / W)): the
+authors' equal cells where g divides the side). Every cell k is deleted once, alone (its pixels replaced by the
+baseline b), and the explained class t's logit is read:
+
+    drop_k = f_t(x) - f_t(x with cell k replaced by b),      A_k = sum_{p in cell k} a(p)
+
+    score = Spearman rho(A, drop) over the g^2 cells        (ranks with ties averaged, as scipy.stats.spearmanr)
+
+in [-1, 1], higher is better. ``single_deletion`` sums the signed map; ``single_deletion_absolute`` sums |a| (the
+authors find signed maps score higher: a map's negative evidence is evidence too). Undefined (NaN, counted) where
+A or drop is the same for every cell (a uniform map, a model blind to every cell).
+
+The authors fine-tune each model on cell-deleted images so that the deletions stay in-domain (IDSDS); on a model as
+it is trained (here), the deletions are out of domain for it, as in pixel deletion: compare methods on one model,
+and models only with that caveat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import Tensor
+
+from faithbench.config import to_dict
+from faithbench.metrics._checks import check_finite, check_positive_int, check_tensor
+from faithbench.metrics._perturb import check_class_indices
+from faithbench.metrics.baselines import BaselineConfig, unit_baseline
+from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
+from faithbench.metrics.truth import cell_sums, truth_correlation
+from faithbench.metrics.types import Scores
+
+ForwardFn = Callable[[Tensor], Tensor]
+
+
+def cell_index(height: int, width: int, grid: int, device: torch.device | str = "cpu") -> Tensor:
+    """(H, W) long: each pixel's cell, row-major, 0..grid^2-1 (rows floor(i grid / H), columns floor(j grid / W))."""
+    if not 1 <= grid <= min(height, width):
+        raise ValueError(f"grid must be between 1 and the image side ({min(height, width)} px), got {grid}")
+    rows = torch.arange(height, device=device) * grid // height
+    cols = torch.arange(width, device=device) * grid // width
+    return rows.view(-1, 1) * grid + cols.view(1, -1)
+
+
+def cell_drops(
+    forward: ForwardFn,
+    inputs: Tensor,
+    targets: Tensor,
+    *,
+    grid: int = 4,
+    baseline: Tensor | float = 0.0,
+    chunk_size: int = 256,
+) -> Tensor:
+    """(B, grid^2) logit drops f_t(x) - f_t(x without cell k), every (image, cell) deletion and each original in
+    calls of ``chunk_size`` inputs. ``baseline``: broadcastable to ``inputs`` (per sample or one for all)."""
+    check_tensor(inputs, "inputs", min_dim=4, floating=True)
+    check_positive_int(chunk_size, "chunk_size")
+    b, _, h, w = inputs.shape
+    cells = cell_index(h, w, grid, inputs.device)
+    n = grid * grid + 1  # the cells, then the original
+    base = torch.as_tensor(baseline, dtype=inputs.dtype, device=inputs.device).expand_as(inputs)
+    logits = []
+    with torch.no_grad():
+        for start in range(0, b * n, chunk_size):
+            job = torch.arange(start, min(start + chunk_size, b * n), device=inputs.device)
+            s, k = job // n, job % n
+            deleted = (cells.unsqueeze(0) == k.view(-1, 1, 1)).unsqueeze(1)  # k = grid^2 deletes nothing
+            out = forward(torch.where(deleted, base[s], inputs[s]))
+            if start == 0:
+                if out.dim() != 2:
+                    raise ValueError(f"the model must return logits (n, classes), got shape {tuple(out.shape)}")
+                check_class_indices(targets, out.shape[1])
+            logits.append(out.gather(1, targets.to(out.device)[s.to(out.device)].view(-1, 1)).squeeze(1))
+    read = torch.cat(logits).double().view(b, n)
+    return (read[:, -1:] - read[:, :-1]).float()
+
+
+def single_deletion(attributions: Tensor, drops: Tensor, *, grid: int = 4, absolute: bool = False) -> Scores:
+    """Spearman's rho of each map's cell sums (of |a| with ``absolute``) and its cells' logit drops ``drops``
+    (B, grid^2, from :func:`cell_drops`).
+
+    Args:
+        attributions: (B, H, W) maps.
+        drops: (B, grid^2) logit drops, cells row-major.
+    """
+    check_tensor(attributions, "attributions", min_dim=3, floating=True)
+    check_finite(attributions, "attributions")
+    b, h, w = attributions.shape
+    if drops.shape != (b, grid * grid):
+        raise ValueError(f"drops must be (B, grid^2) = ({b}, {grid * grid}), got {tuple(drops.shape)}")
+    a = attributions.abs() if absolute else attributions
+    sums = cell_sums(a, cell_index(h, w, grid, a.device))
+    return truth_correlation(sums, drops.to(a.device).double())  # Spearman's rho, the drops in the truth's place
+
+
+@dataclass(frozen=True)
+class SingleDeletionConfig(BaselineConfig):
+    """``[single_deletion]``, shared by ``single_deletion`` and ``single_deletion_absolute`` (the cells' logit drops
+    are computed once per unit). The authors delete to zeros in the model's normalised input (the data set's mean
+    colour there): ``baseline = "mean"`` (the evaluation images' mean colour) or ``"model-input-zero"``."""
+
+    grid: int = 4  # g: g x g cells
+
+    protocols: ClassVar[dict[str, tuple]] = {"baseline": ("mean", "blur", "model-input-zero")}
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive_int(self.grid, "grid")
+        if self.grid < 2:
+            raise ValueError(f"grid must be at least 2 (a rank correlation over grid^2 cells), got {self.grid}")
+
+
+def _drops(unit: Unit, cfg: SingleDeletionConfig) -> Tensor:
+    def compute() -> Tensor:
+        x, t, ids = unit.samples()
+        base = unit_baseline(unit, cfg, ids)
+        return cell_drops(unit.model.module, x, t, grid=cfg.grid, baseline=base, chunk_size=unit.eval_batch)
+
+    return unit.memo(("single_deletion", cfg), compute)
+
+
+def _evaluate(absolute: bool) -> Callable[[Unit, SingleDeletionConfig], MetricResult]:
+    def evaluate(unit: Unit, cfg: SingleDeletionConfig) -> MetricResult:
+        _, _, ids = unit.samples()
+        params = {**to_dict(cfg), "map": "absolute" if absolute else "signed", "readout": "logit"}
+        if len(ids) == 0:
+            return MetricResult.empty(params, "samples")
+        scores = single_deletion(unit.sample_maps(), _drops(unit, cfg), grid=cfg.grid, absolute=absolute)
+        return MetricResult(scores.values, scores.undefined, ids, params, "samples")
+
+    return evaluate
+
+
+def cost(unit: Unit, cfg: SingleDeletionConfig) -> tuple[MetricCost, ...]:
+    """The per-sample maps and, once for both metrics, every sample with each cell deleted and as it is."""
+    n = len(unit.take(len(unit.sample_ids)))
+    return (*sample_maps_cost(unit), MetricCost(("single_deletion", cfg), inputs=n * (cfg.grid**2 + 1)))
+
+
+_COMMON = dict(
+    higher_is_better=True,
+    modalities=("image",),
+    scale=1,
+    unit="rho",
+    config=SingleDeletionConfig,
+    table="single_deletion",
+    cost=cost,
+    given_maps=True,
+)
+SIGNED = MetricSpec(
+    name="single_deletion",
+    description="Spearman rho of the map's g x g cell sums and the logit drop when each cell alone is deleted (SDS)",
+    evaluate=_evaluate(absolute=False),
+    **_COMMON,
+)
+ABSOLUTE = MetricSpec(
+    name="single_deletion_absolute",
+    description="single_deletion on |map|: the cells ranked by how much evidence they carry, either sign",
+    evaluate=_evaluate(absolute=True),
+    **_COMMON,
+)
