@@ -17,8 +17,9 @@ One row per metric, one column per question:
 * ``tau truth``: Kendall's tau-b between the metric's ranking of the tier's methods (controls left out) and their
   ranking by their agreement with the exact attribution (the tier's reference metric,
   :data:`faithbench.metrics.truth.REFERENCE`), mean over the hand-set models;
-* ``split-half``, ``rerun rho``, ``agreement tau``: this run's split-half reliability (mean over the models), rerun
-  agreement of the seeded methods (mean) and mean Kendall tau with the other metrics (:mod:`.statistics`).
+* ``split-half``, ``alpha``, ``rerun rho``, ``agreement tau``: this run's split-half reliability and Krippendorff's
+  alpha of the per-sample method ranks (:mod:`.agreement`; each the mean over the models), rerun agreement of the
+  seeded methods (mean) and mean Kendall tau with the other metrics (:mod:`.statistics`).
 
 An AUROC is *better than chance* when a one-sided binomial (sign) test of the untied pairs rejects 0.5 at 0.05; a
 metric whose AUROCs are not is flagged. 0.5 is a coin flip; 1 always prefers the faithful map.
@@ -48,7 +49,8 @@ from faithbench.metrics.truth import REFERENCE
 MODEL_FREE = ("random", "uniform", "centre", "edges")
 TRUTH_METRIC = REFERENCE
 COLUMNS = [
-    "AUROC truth", "AUROC controls", "AUROC corruptions", "tau truth", "split-half", "rerun rho", "agreement tau"
+    "AUROC truth", "AUROC controls", "AUROC corruptions", "tau truth", "split-half", "alpha", "rerun rho",
+    "agreement tau",
 ]  # fmt: skip
 
 
@@ -166,6 +168,8 @@ def report_card(
     if not stats_.reliability.empty:
         for metric, value in stats_.reliability.groupby("metric")["split_half"].mean().items():
             card[metric]["split-half"] = value
+        for metric, value in stats_.reliability.groupby("metric")["alpha"].mean().items():
+            card[metric]["alpha"] = value
     if not stats_.reruns.empty:
         for metric, rho in stats_.reruns.groupby("metric")["rerun_rho"].mean().items():
             card[metric]["rerun rho"] = rho

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from faithbench.bench.report.agreement import AGREEMENT_NOTE, agreement_text
 from faithbench.bench.report.card import card_section_note, card_text
 from faithbench.bench.report.cost import explanation_cost
 from faithbench.bench.report.formats import WIDTH, to_markdown, to_text
@@ -62,6 +63,9 @@ def statistics_sections(stats: LeaderboardStats, results: pd.DataFrame) -> list[
             "replicates, 0: it is noise; n/a with fewer than 3 methods or 4 common samples)."
         )
         out.append(Section("Metric reliability", note, reliability))
+    agreement = agreement_text(stats.reliability)
+    if not agreement.empty:
+        out.append(Section("Agreement of the samples: alpha / MAD ratio", AGREEMENT_NOTE, agreement))
     if not stats.reruns.empty:
         wide = stats.reruns.assign(rho=stats.reruns["rerun_rho"].map(lambda v: "n/a" if v != v else f"{v:.2f}"))
         wide = wide.pivot_table(index=["model", "method", "seed"], columns="metric", values="rho", aggfunc="first")

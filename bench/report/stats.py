@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from faithbench.bench.report.agreement import agreement_statistics, effect_sizes
 from faithbench.bench.report.order import method_colour, method_order
 from faithbench.bench.report.protocols import protocol_marks
 from faithbench.bench.report.statistics import (
@@ -36,7 +37,7 @@ class LeaderboardStats:
 
     table: pd.DataFrame  # model, metric, method, best, tied_best, p_vs_best, p_holm, n_paired, p_rank1, ranks
     agreement: pd.DataFrame  # model, metric_a, metric_b, tau, n_methods
-    reliability: pd.DataFrame  # model, metric, split_half, n_common
+    reliability: pd.DataFrame  # model, metric, split_half, n_common, alpha, mad_ratio (report.agreement)
     skill: pd.DataFrame  # model, metric, method, skill, margin, p_vs_random(_holm), beats_random
     reruns: pd.DataFrame  # model, metric, method, seed, rerun_rho, n
     alpha: float
@@ -123,7 +124,11 @@ def leaderboard_stats(
     ranks = rank_stability(methods, samples, n_boot=n_boot, seed=seed, tables=tables)
     key = ["model", "metric", "method"]
     table = tests.merge(ranks, on=key, how="left") if not ranks.empty else tests
+    if not table.empty:
+        table["cles_vs_best"] = effect_sizes(table, tables, results)
     reliability = split_half(samples, seed=seed, tables=tables)
+    if not reliability.empty:
+        reliability = reliability.merge(agreement_statistics(tables), on=["model", "metric"], how="left")
     stats = LeaderboardStats(table, agreement, reliability, skill, reruns, alpha, n_boot)
     for r in table.itertuples():
         if r.tied_best:
