@@ -1,7 +1,7 @@
 """ViT heads that classify every token before the mean over tokens (B-cosification's ``gap_reorder``).
 
 The ``bcos`` package's SimpleViT averages its tokens, then classifies. For a B-cos head the order matters
-(see ``../shared/protocols.md``, "Classifier before global pooling"): classified first, each token's
+(B-cosification's "classifier before global pooling", docs/models.md): classified first, each token's
 class evidence keeps its own B-cos scale, as in a CNN whose 1x1 classifier runs before the pooling.
 """
 

@@ -1,4 +1,4 @@
-"""Does a model classify grid cells locally? The check GridPG assumes (protocols.md, GridPG).
+"""Does a model classify grid cells locally? The check GridPG assumes (docs/metrics/gridpg.md).
 
 GridPG explains, for every cell of an N x N grid of digits of N^2 distinct classes, the logit of the
 cell's class on the whole grid. That only measures localisation if the model classifies each cell
