@@ -197,11 +197,10 @@ def dry_run(suite: Suite, out: Path) -> int:
         sys.stdout.write("\n")
     for note in (*cost.notes, "not counted: the example map of each (model, method) for the report"):
         sys.stdout.write(f"  {note}\n")
-    for tier in suite.tiers:
-        tier_steps = plan(with_overrides(load_suite(tier), seed=suite.seed))
-        t_inputs, t_calls = estimate(tier_steps, n_images=_n_images(tier_steps.suite)).total()
-        sys.stdout.write(f"tier {tier} (into {out / tier_folder(tier)}): ≈ {t_inputs:,} model inputs, ")
-        sys.stdout.write(f"≈ {t_calls:,} calls (its plan: --suite {tier} --dry-run)\n")
+    for tier in steps.tiers:
+        t_inputs, t_calls = estimate(tier.plan, n_images=_n_images(tier.plan.suite)).total()
+        sys.stdout.write(f"tier {tier.name} (into {out / tier.folder}): ≈ {t_inputs:,} model inputs, ")
+        sys.stdout.write(f"≈ {t_calls:,} calls (its plan: --suite {tier.name} --dry-run)\n")
     sys.stdout.write(f"\n{int(table['pieces'].sum())} pieces in all; ")
     if (out / "run.json").exists():
         sys.stdout.write(f"{out} holds a run: `python -m bench status {out}` says how far it got\n")

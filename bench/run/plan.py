@@ -18,7 +18,8 @@ from typing import Any
 from faithbench.attributions import ALL_CONTROLS, METHODS, AttributionMethod
 from faithbench.bench.run.provenance import code_identity, is_own_file, source_identity
 from faithbench.bench.run.results import RunStore
-from faithbench.bench.run.suite import Suite
+from faithbench.bench.run.suite import Suite, load_suite, with_overrides
+from faithbench.bench.run.suite_files import tier_folder
 from faithbench.bench.run.tables import JOB_COLUMNS
 from faithbench.metrics.registry import METRICS
 from faithbench.metrics.spec import MetricSpec
@@ -61,6 +62,15 @@ class MetricJob:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Tier:
+    """A suite run after the main one into a sub-folder of its run (e.g. the ground-truth tier), at the run's seed."""
+
+    name: str  # as the suite lists it: a shipped suite's name or a file
+    folder: str  # the sub-folder of the run
+    plan: Plan
+
+
+@dataclass(frozen=True, kw_only=True)
 class Plan:
     """Everything the runner needs from the suite, resolved: ``keys[(model, job name)]`` is the unit's plan key."""
 
@@ -68,6 +78,7 @@ class Plan:
     jobs: tuple[Job, ...]
     metrics: tuple[MetricJob, ...]
     keys: dict[tuple[str, str], str]
+    tiers: tuple[Tier, ...] = ()  # the suites run after this one, each resolved once here
 
     @property
     def example(self) -> MetricJob | None:
@@ -98,7 +109,11 @@ def plan(suite: Suite) -> Plan:
         plugins = source_identity(plugin_sources(suite, method))  # read once per method, not per model
         for model_name in suite.models:
             keys[(model_name, job.name)] = plan_key(suite, model_name, job.name, method.params, plugins)
-    return Plan(suite=suite, jobs=tuple(resolved), metrics=metric_jobs(suite), keys=keys)
+    tiers = tuple(
+        Tier(name=t, folder=tier_folder(t), plan=plan(with_overrides(load_suite(t), seed=suite.seed)))
+        for t in suite.tiers
+    )
+    return Plan(suite=suite, jobs=tuple(resolved), metrics=metric_jobs(suite), keys=keys, tiers=tiers)
 
 
 def jobs(suite: Suite) -> list[Job]:

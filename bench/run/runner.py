@@ -35,8 +35,7 @@ from faithbench.bench.run.identity import write as write_identical
 from faithbench.bench.run.pairing import save_shared, share_items, shared_digest
 from faithbench.bench.run.plan import Plan, plan, resume_count, run_id
 from faithbench.bench.run.provenance import provenance
-from faithbench.bench.run.suite import Suite, load_suite, with_overrides
-from faithbench.bench.run.suite_files import tier_folder
+from faithbench.bench.run.suite import Suite
 from faithbench.bench.run.work import Work
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
@@ -132,7 +131,7 @@ def run(
     among the run's workers when a launcher says so (a job array's task; default: torchrun's rank, or 0 of 1);
     ``handle_sigterm=False`` leaves SIGTERM to the launcher (submitit requeues the task on it)."""
     with torch_settings_kept():  # the device's settings (full-fp32 CUDA) last as long as the run, not beyond it
-        return _run_suite(suite, Path(out), device, progress, worker, handle_sigterm)
+        return _run_plan(plan(suite), Path(out), device, progress, worker, handle_sigterm)
 
 
 @contextlib.contextmanager
@@ -145,13 +144,12 @@ def torch_settings_kept() -> Any:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = flags
 
 
-def _run_suite(
-    suite: Suite, out: Path, device: str, progress: bool, worker: Worker | None, handle_sigterm: bool
-) -> Any:
+def _run_plan(steps: Plan, out: Path, device: str, progress: bool, worker: Worker | None, handle_sigterm: bool) -> Any:
+    """The run of ``steps`` (every name, config and key resolved before any model loads), then its tiers'."""
+    suite = steps.suite
     started, dev = Worker.start(resolve_device(device))
     worker = worker or started
     resuming = worker.first and (out / "run.json").exists()
-    steps = plan(suite)  # every name, config and key resolved before any model loads
     lock = FolderLock(out, f"bench run --suite {suite.name}", run_id=run_id(steps)).acquire()
     # only the main thread may set signal handlers
     main_thread = handle_sigterm and threading.current_thread() is threading.main_thread()
@@ -163,9 +161,8 @@ def _run_suite(
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
         lock.release(remove_if_empty=True)
-    for tier in suite.tiers:  # e.g. the ground-truth tier: its own suite and folder, this run's seed
-        tier_suite = with_overrides(load_suite(tier), seed=suite.seed)
-        run(tier_suite, out / tier_folder(tier), device, progress, worker, handle_sigterm)
+    for tier in steps.tiers:  # e.g. the ground-truth tier: its own suite and folder, this run's seed
+        _run_plan(tier.plan, out / tier.folder, device, progress, worker, handle_sigterm)
     return results
 
 
