@@ -94,7 +94,9 @@ def evaluate(unit: Unit, cfg: CompletenessConfig) -> MetricResult:
         ref = ref - _per_sample(unit, "positional", unit.method.positional_term)
         params["claim"] += " - positional term"
     scores = completeness_gap(unit.sample_maps(), ref)
-    return MetricResult(scores.values, scores.undefined, ids, params, "samples")
+    return MetricResult(
+        values=scores.values, undefined=scores.undefined, sample_ids=ids, params=params, explained="samples"
+    )
 
 
 def positional_share(positional: Tensor, claim: Tensor) -> Tensor:
@@ -121,7 +123,7 @@ def evaluate_positional(unit: Unit, cfg: CompletenessConfig) -> MetricResult:
         return MetricResult.empty(params, "samples")
     claim = _per_sample(unit, "claim", unit.method.completeness_target)
     share = positional_share(_per_sample(unit, "positional", unit.method.positional_term), claim)
-    return MetricResult(share, share.isnan(), ids, params, "samples")
+    return MetricResult(values=share, undefined=share.isnan(), sample_ids=ids, params=params, explained="samples")
 
 
 def _claim_cost(unit: Unit) -> tuple[MetricCost, MetricCost]:

@@ -94,7 +94,9 @@ def _map_metric(score: Callable[..., Scores]) -> Callable[[Unit, NoConfig], Metr
         if len(ids) == 0:
             return MetricResult.empty(params, "samples")
         res = score(unit.sample_maps(), feature_mask=unit.sample_feature_mask())
-        return MetricResult(res.values, res.undefined, ids, params, "samples")
+        return MetricResult(
+            values=res.values, undefined=res.undefined, sample_ids=ids, params=params, explained="samples"
+        )
 
     return evaluate
 

@@ -247,7 +247,15 @@ def _curve_metric(curve_fn: Callable[..., CurveScores]) -> Callable[[Unit, Delet
             activation=unit.model.activation,
             chunk_size=unit.eval_batch,
         )
-        return MetricResult(res.values, res.undefined, ids, to_dict(cfg), "samples", res.curve, res.fractions)
+        return MetricResult(
+            values=res.values,
+            undefined=res.undefined,
+            sample_ids=ids,
+            params=to_dict(cfg),
+            explained="samples",
+            curve=res.curve,
+            fractions=res.fractions,
+        )
 
     return evaluate
 

@@ -262,7 +262,15 @@ def _part(name: str) -> Callable[[Unit, ErasureConfig], MetricResult]:
         )
         part: CurveScores = getattr(both, name)
         explained = "samples" if cfg.target == "label" else f"samples:{cfg.target}"
-        return MetricResult(part.values, part.undefined, ids, to_dict(cfg), explained, part.curve, part.fractions)
+        return MetricResult(
+            values=part.values,
+            undefined=part.undefined,
+            sample_ids=ids,
+            params=to_dict(cfg),
+            explained=explained,
+            curve=part.curve,
+            fractions=part.fractions,
+        )
 
     return evaluate
 

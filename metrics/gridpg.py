@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
@@ -272,20 +273,13 @@ def evaluate(unit: Unit, cfg: GridPGConfig) -> MetricResult:
         truth = cell_indicator(n, h, w, tiling=preset.tiling).to(prep.grids.device).expand(len(g), n * n, h, w)
         maps = unit.timed_explanation("gridpg", lambda: unit.method.from_truth(truth))
     else:
-        maps = unit.timed_explanation(
-            "gridpg",
-            lambda: gridpg_maps(
-                unit.explain,
-                prep.grids[g],
-                prep.labels[g],
-                preset,
-                is_vit=unit.model.is_vit,
-                chunk_size=unit.explain_batch,
-            ),
-        )
+        grids, labels, vit, chunk = prep.grids[g], prep.labels[g], unit.model.is_vit, unit.explain_batch
+        explain = partial(gridpg_maps, unit.explain, grids, labels, preset, is_vit=vit, chunk_size=chunk)
+        maps = unit.timed_explanation("gridpg", explain)
     scores = grid_pointing_game(maps, n, tiling=preset.tiling, smooth=info["smooth"], zero_mass=preset.zero_mass)
     ids = (g.view(-1, 1) * n * n + torch.arange(n * n, device=g.device)).reshape(-1)
-    return MetricResult(scores.values.reshape(-1), scores.undefined.reshape(-1), ids, info, "gridpg")
+    values, undefined = scores.values.reshape(-1), scores.undefined.reshape(-1)
+    return MetricResult(values=values, undefined=undefined, sample_ids=ids, params=info, explained="gridpg")
 
 
 def example(unit: Unit, cfg: GridPGConfig) -> Example:

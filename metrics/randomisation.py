@@ -164,7 +164,15 @@ def evaluate_spearman(unit: Unit, cfg: RandomisationConfig) -> MetricResult:
     mask = None if mask is None else mask[: len(ids)]
     curve = torch.stack([spearman(original.abs(), m.abs(), mask) for m in maps], dim=1)  # (S, K)
     undefined = curve.isnan().any(dim=1)
-    return MetricResult(curve.mean(dim=1), undefined, ids, params, "randomisation", curve, shares)
+    return MetricResult(
+        values=curve.mean(dim=1),
+        undefined=undefined,
+        sample_ids=ids,
+        params=params,
+        explained="randomisation",
+        curve=curve,
+        fractions=shares,
+    )
 
 
 def _normalised(maps: Tensor) -> Tensor:
@@ -181,7 +189,15 @@ def evaluate_ssim(unit: Unit, cfg: RandomisationConfig) -> MetricResult:
     undefined = flat.amax(dim=1) == flat.amin(dim=1)  # a constant map has no structure to compare
     curve = torch.stack([ssim(_normalised(original), _normalised(m)) for m in maps], dim=1)
     curve = torch.where(undefined.unsqueeze(1), torch.nan, curve)
-    return MetricResult(curve.mean(dim=1), undefined, ids, params, "randomisation", curve, shares)
+    return MetricResult(
+        values=curve.mean(dim=1),
+        undefined=undefined,
+        sample_ids=ids,
+        params=params,
+        explained="randomisation",
+        curve=curve,
+        fractions=shares,
+    )
 
 
 def cost(unit: Unit, cfg: RandomisationConfig) -> tuple[MetricCost, ...]:

@@ -181,7 +181,15 @@ def _evaluate(unit: Unit, cfg: RoadConfig) -> MetricResult:
         max_iter=cfg.max_iter,
         chunk_size=unit.eval_batch,
     )
-    return MetricResult(res.values, res.undefined, ids, to_dict(cfg), "samples", res.curve, res.fractions)
+    return MetricResult(
+        values=res.values,
+        undefined=res.undefined,
+        sample_ids=ids,
+        params=to_dict(cfg),
+        explained="samples",
+        curve=res.curve,
+        fractions=res.fractions,
+    )
 
 
 def cost(unit: Unit, cfg: RoadConfig) -> tuple[MetricCost, ...]:

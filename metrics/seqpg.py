@@ -257,7 +257,13 @@ def evaluate(unit: Unit, cfg: SeqPGConfig) -> MetricResult:
             ),
         )
     scores = sequence_pointing_game(maps, prep.segment_ids[job], targets, n_segments=s, zero_mass=cfg.zero_mass)
-    return MetricResult(scores.values, scores.undefined, job * s + targets, prep.info, "seqpg")
+    return MetricResult(
+        values=scores.values,
+        undefined=scores.undefined,
+        sample_ids=job * s + targets,
+        params=prep.info,
+        explained="seqpg",
+    )
 
 
 def cost(unit: Unit, cfg: SeqPGConfig) -> tuple[MetricCost, ...]:

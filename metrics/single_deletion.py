@@ -131,7 +131,9 @@ def _evaluate(absolute: bool) -> Callable[[Unit, SingleDeletionConfig], MetricRe
         if len(ids) == 0:
             return MetricResult.empty(params, "samples")
         scores = single_deletion(unit.sample_maps(), _drops(unit, cfg), grid=cfg.grid, absolute=absolute)
-        return MetricResult(scores.values, scores.undefined, ids, params, "samples")
+        return MetricResult(
+            values=scores.values, undefined=scores.undefined, sample_ids=ids, params=params, explained="samples"
+        )
 
     return evaluate
 

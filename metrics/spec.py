@@ -31,7 +31,7 @@ class NoConfig:
     """Config of a metric without parameters."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MetricResult:
     """Per-sample raw scores of one metric on this process's shard.
 
@@ -52,7 +52,7 @@ class MetricResult:
     def empty(cls, params: dict[str, Any], explained: str) -> MetricResult:
         """No sample on this shard (more processes than samples, or zero GridPG grids)."""
         none = torch.empty(0)
-        return cls(none, none.bool(), none.long(), params, explained)
+        return cls(values=none, undefined=none.bool(), sample_ids=none.long(), params=params, explained=explained)
 
 
 @dataclass(frozen=True)

@@ -155,7 +155,9 @@ def _metric(score: Callable[[Tensor, Tensor, Tensor | None], Scores]) -> Callabl
             cells = unit.model.truth.cells
             maps, truth = cell_sums(maps, cells), cell_sums(truth, cells)
         scores = score(maps, truth, mask)
-        return MetricResult(scores.values, scores.undefined, ids, params, "samples")
+        return MetricResult(
+            values=scores.values, undefined=scores.undefined, sample_ids=ids, params=params, explained="samples"
+        )
 
     return evaluate
 

@@ -194,7 +194,7 @@ def positional_contribution(module: nn.Module, inputs: Tensor, targets: Tensor) 
     return sum((g * leaf).flatten(1).sum(1) for g, leaf in zip(grads, leaves, strict=True)).detach()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelSpec:
     """A registry entry: how to build one model adapter."""
 

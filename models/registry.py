@@ -53,14 +53,14 @@ for _name, _recipe in zoo.RECIPES.items():
     MODELS.register(
         _name,
         ModelSpec(
-            _name,
-            _recipe.family,
-            "zoo",
-            _recipe.description,
-            _zoo(_name),
-            _recipe.modality,
-            _recipe.dataset,
-            _recipe.tokenizer,
+            name=_name,
+            family=_recipe.family,
+            source="zoo",
+            description=_recipe.description,
+            build=_zoo(_name),
+            modality=_recipe.modality,
+            dataset=_recipe.dataset,
+            tokenizer=_recipe.tokenizer,
         ),
     )
 for _arch, _vit, _layer in (
@@ -71,21 +71,23 @@ for _arch, _vit, _layer in (
     MODELS.register(
         _arch,
         ModelSpec(
-            _arch,
-            "standard",
-            "torchvision",
-            f"torchvision {_arch}, ImageNet weights",
-            hub.torchvision_model(_arch, is_vit=_vit, conv_layer=_layer),
+            name=_arch,
+            family="standard",
+            source="torchvision",
+            description=f"torchvision {_arch}, ImageNet weights",
+            build=hub.torchvision_model(_arch, is_vit=_vit, conv_layer=_layer),
         ),
     )
 MODELS.register(
     "vit_b_16_random",
     ModelSpec(
-        "vit_b_16_random",
-        "standard",
-        "torchvision",
-        "torchvision vit_b_16, randomly initialised (seed 0): runs the ViT-B/16 architecture with no download",
-        hub.torchvision_model("vit_b_16", is_vit=True, conv_layer=None, pretrained=False),
+        name="vit_b_16_random",
+        family="standard",
+        source="torchvision",
+        description=(
+            "torchvision vit_b_16, randomly initialised (seed 0): runs the ViT-B/16 architecture with no download"
+        ),
+        build=hub.torchvision_model("vit_b_16", is_vit=True, conv_layer=None, pretrained=False),
     ),
 )
 for _entry in hub.BCOS_HUB:
@@ -93,33 +95,40 @@ for _entry in hub.BCOS_HUB:
     MODELS.register(
         hub.bcos_hub_name(_entry),
         ModelSpec(
-            hub.bcos_hub_name(_entry),
-            "standard" if _standard else "bcos",
-            "bcos-hub",
-            f"{'standard' if _standard else 'B-cos'} {_entry.removeprefix('standard_')}, bcos package ImageNet weights",
-            hub.bcos_hub_model(_entry, is_vit=_vit, conv_layer=None if _vit else "layer4"),
+            name=hub.bcos_hub_name(_entry),
+            family="standard" if _standard else "bcos",
+            source="bcos-hub",
+            description=(
+                f"{'standard' if _standard else 'B-cos'} {_entry.removeprefix('standard_')}, bcos package ImageNet "
+                "weights"
+            ),
+            build=hub.bcos_hub_model(_entry, is_vit=_vit, conv_layer=None if _vit else "layer4"),
         ),
     )
 for _name, _entry in bcosified_hub.BCOSIFIED.items():
     MODELS.register(
         _name,
         ModelSpec(
-            _name,
-            "bcosified",
-            "gh-release",
-            f"B-cosified {_entry.arch}, B-cosification release experiment {_entry.experiment} (file placed by hand)",
-            bcosified_hub.bcosified_model(_name),
+            name=_name,
+            family="bcosified",
+            source="gh-release",
+            description=(
+                f"B-cosified {_entry.arch}, B-cosification release experiment {_entry.experiment} (file placed by hand)"
+            ),
+            build=bcosified_hub.bcosified_model(_name),
         ),
     )
 for _repo in hub.ALOE_CLASSIFIERS:
     MODELS.register(
         hub.registry_name(_repo),
         ModelSpec(
-            hub.registry_name(_repo),
-            "aloe",
-            "huggingface",
-            f"ALOE {_repo.split('/')[-1]}: ImageNet-1k linear probe on an aligned B-cos ViT (CC BY-NC-SA 4.0)",
-            hub.aloe_model(_repo),
+            name=hub.registry_name(_repo),
+            family="aloe",
+            source="huggingface",
+            description=(
+                f"ALOE {_repo.split('/')[-1]}: ImageNet-1k linear probe on an aligned B-cos ViT (CC BY-NC-SA 4.0)"
+            ),
+            build=hub.aloe_model(_repo),
         ),
     )
 

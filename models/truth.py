@@ -151,19 +151,19 @@ _ADDITIVE = (
 _NO_SUPPRESSOR = "truth_additive without its suppressor weights (the shared noise is not cancelled)"
 SPECS = (
     ModelSpec(
-        "truth_additive",
-        "standard",
-        "hand-set",
-        _ADDITIVE,
-        _adapter("truth_additive", _ADDITIVE, True),
+        name="truth_additive",
+        family="standard",
+        source="hand-set",
+        description=_ADDITIVE,
+        build=_adapter("truth_additive", _ADDITIVE, True),
         dataset="truth",
     ),
     ModelSpec(
-        "truth_additive_nosup",
-        "standard",
-        "hand-set",
-        _NO_SUPPRESSOR,
-        _adapter("truth_additive_nosup", _NO_SUPPRESSOR, False),
+        name="truth_additive_nosup",
+        family="standard",
+        source="hand-set",
+        description=_NO_SUPPRESSOR,
+        build=_adapter("truth_additive_nosup", _NO_SUPPRESSOR, False),
         dataset="truth",
     ),
 )

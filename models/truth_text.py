@@ -150,11 +150,11 @@ _TOKENS = (
 _NO_SUPPRESSOR = "truth_tokens without its suppressor weight (the noise word is not cancelled)"
 SPECS = tuple(
     ModelSpec(
-        name,
-        "standard",
-        "hand-set",
-        description,
-        _adapter(name, description, suppressor),
+        name=name,
+        family="standard",
+        source="hand-set",
+        description=description,
+        build=_adapter(name, description, suppressor),
         modality="text",
         dataset=DATASET,
         tokenizer=WORDPIECE,

@@ -100,14 +100,14 @@ def _register(adapter: ModelAdapter, tokenizer: str | None = None) -> ModelAdapt
     if name in MODELS:
         MODELS.unregister(name)
     spec = ModelSpec(
-        name,
-        adapter.family,
-        SOURCE,
-        adapter.description,
-        lambda device="cpu": adapter.to(device),
-        adapter.modality,
-        None,
-        tokenizer,
+        name=name,
+        family=adapter.family,
+        source=SOURCE,
+        description=adapter.description,
+        build=lambda device="cpu": adapter.to(device),
+        modality=adapter.modality,
+        dataset=None,
+        tokenizer=tokenizer,
     )
     MODELS.register(name, spec)
     return adapter

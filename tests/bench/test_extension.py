@@ -40,7 +40,8 @@ def top_share(unit, cfg):
     a = unit.sample_maps().abs().flatten(1)
     k = max(1, int(cfg.fraction * a.shape[1]))
     values = a.topk(k, dim=1).values.sum(1) / a.sum(1)
-    return MetricResult(values, torch.zeros_like(values, dtype=torch.bool), ids, {"fraction": cfg.fraction}, "samples")
+    undefined, params = torch.zeros_like(values, dtype=torch.bool), {"fraction": cfg.fraction}
+    return MetricResult(values=values, undefined=undefined, sample_ids=ids, params=params, explained="samples")
 
 
 register_metric(

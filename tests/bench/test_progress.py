@@ -145,7 +145,7 @@ def tiny_zoo_model(tmp_path, monkeypatch):
     monkeypatch.setenv("FAITHBENCH_CACHE", str(tmp_path / "cache"))
     architecture = lambda: nn.Sequential(nn.Flatten(), nn.Linear(784, 10))  # noqa: E731
     zoo.RECIPES.register(NAME, Recipe(NAME, "standard", "tiny", zoo.STANDARD, architecture, _train, params={}))
-    MODELS.register(NAME, ModelSpec(NAME, "standard", "zoo", "tiny", _zoo(NAME)))
+    MODELS.register(NAME, ModelSpec(name=NAME, family="standard", source="zoo", description="tiny", build=_zoo(NAME)))
     torch.manual_seed(0)
     yield
     MODELS.unregister(NAME)
