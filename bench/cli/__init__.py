@@ -44,6 +44,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     if prog is None:
         prog = "faithbench" if os.path.basename(sys.argv[0]) == "faithbench" else "python -m bench"
     args = build_parser(prog).parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # as given: `run --workers` starts it again
     debug = args.debug or os.environ.get("FAITHBENCH_DEBUG", "") not in ("", "0")
     try:
         return command(args.command)(args)

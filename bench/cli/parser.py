@@ -117,6 +117,13 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
         help="split each (model, method) unit into N pieces that the run's workers share (torchrun ranks, a job "
         "array, another `run` of the same suite into the same --out); default: the suite's (1)",
     )
+    p_run.add_argument(
+        "--workers",
+        default="auto",
+        metavar="auto|N",
+        help="local workers of the run sharing this machine's device(s) (the pieces and claims); auto: on a GPU one "
+        "per 4 CPU cores, at most 4; on the CPU one",
+    )
     array = p_run.add_argument_group(
         "a SLURM job array of workers (--launcher submitit; pip install 'faithbench[slurm]')"
     )

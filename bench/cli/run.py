@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from faithbench.bench.cli.parser import table_overrides
+from faithbench.bench.cli.workers import LocalWorkers, worker_count
 from faithbench.bench.report.build import headline, report
 from faithbench.bench.report.formats import WIDTH, to_text
 from faithbench.bench.run.data import DATASETS, load_data
@@ -94,8 +95,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if results is None:
             return 0
         return finish(args, suite, out, results)
+    workers = worker_count(args.workers, args.device)  # auto: several on a GPU
     try:
-        with no_progress_bars(args.no_progress):
+        with no_progress_bars(args.no_progress), LocalWorkers(args.argv, workers):
             results = run(suite, out, device=args.device, progress=not args.no_progress)
     except KeyboardInterrupt as exc:
         why = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"

@@ -136,6 +136,27 @@ def test_the_same_bytes_from_one_two_and_three_workers(one_worker, suite_file, t
     assert not list((tmp_path / "run" / "claims").glob("*.claim"))  # and every claim given back
 
 
+def test_local_workers_of_one_command_give_the_same_bytes_as_one_worker(one_worker, suite_file, tmp_path):
+    """``--workers 2``: this process is worker 0 and starts worker 1 (as a run on a GPU does by default)."""
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "bench", "run", "--suite", str(suite_file), "--out", str(out), "--device", "cpu"]
+    proc = subprocess.run([*args, "--workers", "2", "--no-progress", "--no-report"], capture_output=True, text=True,
+                          timeout=600, env=ONE_THREAD)  # fmt: skip
+    assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr[-3000:]
+    _same_results(one_worker, out)
+    assert not list((out / "claims").glob("*.claim"))
+
+
+def test_workers_must_be_auto_or_a_count(tmp_path, capsys):
+    argv = ["run", "--models", "cnn_mnist", "--methods", "gradient", "--metrics", "entropy", "--out", str(tmp_path)]
+    for bad in ("0", "many"):
+        assert main([*argv, "--workers", bad]) == 2
+        assert (
+            f"--workers must be auto or a number >= 1, got {bad if bad == '0' else repr(bad)}"
+            in capsys.readouterr().err
+        )
+
+
 def test_a_run_stopped_after_two_pieces_resumes_on_three_workers_and_reuses_them(one_worker, tmp_path, monkeypatch):
     torch_threads = pytest.importorskip("torch").get_num_threads()
     pytest.importorskip("torch").set_num_threads(1)  # the bytes of the one-worker run (OMP_NUM_THREADS=1)
