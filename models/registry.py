@@ -22,14 +22,14 @@ def _zoo(name: str) -> Callable[..., ModelAdapter]:
         module, info = zoo.build(name)
         if recipe.modality == "text":
             return text_adapter(
-                name,
-                recipe.family,
-                module,
-                recipe.num_classes,
-                recipe.activation,
-                recipe.description,
-                {"source": "zoo", **info},
-                recipe.tokenizer,
+                name=name,
+                family=recipe.family,
+                transformer=module,
+                num_classes=recipe.num_classes,
+                activation=recipe.activation,
+                description=recipe.description,
+                info={"source": "zoo", **info},
+                tokenizer=recipe.tokenizer,
             ).to(device)
         return ModelAdapter(
             name=name,

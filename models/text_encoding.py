@@ -135,6 +135,7 @@ class TokenEncoding:
 
 
 def text_adapter(
+    *,
     name: str,
     family: str,
     transformer: TextTransformer,

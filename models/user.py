@@ -151,7 +151,10 @@ def wrap_text_model(folder: str | Path, *, name: str, family: str = "standard", 
     transformer.load_state_dict({ours: state[theirs] for theirs, ours in HEADS[kind].items()}, strict=False)
     info = {"source": SOURCE, "folder": str(folder)}
     text = description or f"user text model {kind} from {folder}"
-    adapter = text_adapter(name, family, transformer.eval(), hf.config.num_labels, "softmax", text, info, str(folder))
+    adapter = text_adapter(
+        name=name, family=family, transformer=transformer.eval(), num_classes=hf.config.num_labels,
+        activation="softmax", description=text, info=info, tokenizer=str(folder),
+    )  # fmt: skip
     return _register(adapter, tokenizer=str(folder))
 
 

@@ -116,12 +116,12 @@ ANIMAL_BED = gap_bed("animal", "animal-mnist")
 RECIPES: Registry[Recipe] = Registry("zoo model")
 for _recipe in (
     Recipe(
-        "cnn_mnist",
-        "standard",
-        "pretrained MNIST CNN shipped in ccexam 1.0.0 (FC head as convolutions, same function)",
-        STANDARD,
-        ccexam_mnist_cnn,
-        no_training,
+        name="cnn_mnist",
+        family="standard",
+        description="pretrained MNIST CNN shipped in ccexam 1.0.0 (FC head as convolutions, same function)",
+        encoding=STANDARD,
+        architecture=ccexam_mnist_cnn,
+        train=no_training,
         params={"weights": "ccexam==1.0.0 weights/mnist.pth"},
         conv_layer="features",
     ),
@@ -145,15 +145,15 @@ for _recipe in (
         is_vit=True,
     ),
     Recipe(
-        "aloe_vit_mnist",
-        "aloe",
-        "B-cosified copy of vit_mnist aligned label-free to it (ALOE), then a B-cos linear probe on the mean token "
-        "(BCE, non-target classes at 1/C)",
-        BCOS,
-        lambda: bcosify_digits(
+        name="aloe_vit_mnist",
+        family="aloe",
+        description="B-cosified copy of vit_mnist aligned label-free to it (ALOE), then a B-cos linear probe on the "
+        "mean token (BCE, non-target classes at 1/C)",
+        encoding=BCOS,
+        architecture=lambda: bcosify_digits(
             digit_vit(), b=2.0, keep_bias=False, first_layer=VIT_PATCHES, classifier_before_pooling=False
         ),
-        aloe_train,
+        train=aloe_train,
         params={
             "alignment": asdict(AlignmentConfig(max_epochs=20, lr=1e-3, seed=0)),  # every field, so defaults count
             "probe_epochs": 5,

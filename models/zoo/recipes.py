@@ -47,7 +47,7 @@ def bce_loss(p: dict) -> str:
 VIT_PATCHES = "to_patch_embedding.linear"  # the layer of a digit ViT that sees the image
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Recipe:
     """How to build one zoo model: an architecture, a way to train it, and its metadata."""
 
@@ -187,7 +187,10 @@ def from_scratch(name: str, family: str, description: str, architecture: Callabl
     extra = {"activation": "sigmoid", "logit_bias": BCE_LOGIT_BIAS} if bcos else {}
     if kw.get("dataset", "mnist") != "mnist":  # in the params, so in the checkpoint's hash
         kw["params"] = {**kw.get("params", {}), "dataset": kw["dataset"]}
-    return Recipe(name, family, description, encoding, architecture, train, **extra, **kw)
+    return Recipe(
+        name=name, family=family, description=description, encoding=encoding, architecture=architecture, train=train,
+        **extra, **kw,
+    )  # fmt: skip
 
 
 def bcosified(
@@ -226,12 +229,12 @@ def bcosified(
     params |= {"keep_bias": True} if keep_bias else {}
     params |= {"dataset": dataset} if dataset != "mnist" else {}
     return Recipe(
-        name,
-        "bcosified",
-        description,
-        BCOS,
-        lambda: bcosify_digits(source_architecture(), **conversion),
-        partial(_bcosified_train, desc=name, **conversion),
+        name=name,
+        family="bcosified",
+        description=description,
+        encoding=BCOS,
+        architecture=lambda: bcosify_digits(source_architecture(), **conversion),
+        train=partial(_bcosified_train, desc=name, **conversion),
         params=params,
         depends=(source,),
         is_vit=is_vit,

@@ -211,12 +211,12 @@ def text_recipe(
         )
     num_classes = _num_classes(dataset)
     return Recipe(
-        name,
-        "standard" if b is None else "bcos",
-        f"{what}, fine-tuned {trained} on {dataset} with {loss}{where}",
-        None,  # text models take token ids: the adapter brings its own encoding (models.text_encoding)
-        partial(_architecture, params, num_classes),
-        _train,
+        name=name,
+        family="standard" if b is None else "bcos",
+        description=f"{what}, fine-tuned {trained} on {dataset} with {loss}{where}",
+        encoding=None,  # text models take token ids: the adapter brings its own encoding (models.text_encoding)
+        architecture=partial(_architecture, params, num_classes),
+        train=_train,
         params=params,
         activation="softmax" if b is None else "sigmoid",
         modality="text",

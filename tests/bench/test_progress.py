@@ -144,7 +144,11 @@ def tiny_zoo_model(tmp_path, monkeypatch):
     """A zoo model that trains in 4 steps, in an empty cache."""
     monkeypatch.setenv("FAITHBENCH_CACHE", str(tmp_path / "cache"))
     architecture = lambda: nn.Sequential(nn.Flatten(), nn.Linear(784, 10))  # noqa: E731
-    zoo.RECIPES.register(NAME, Recipe(NAME, "standard", "tiny", zoo.STANDARD, architecture, _train, params={}))
+    recipe = Recipe(
+        name=NAME, family="standard", description="tiny", encoding=zoo.STANDARD, architecture=architecture,
+        train=_train, params={},
+    )  # fmt: skip
+    zoo.RECIPES.register(NAME, recipe)
     MODELS.register(NAME, ModelSpec(name=NAME, family="standard", source="zoo", description="tiny", build=_zoo(NAME)))
     torch.manual_seed(0)
     yield

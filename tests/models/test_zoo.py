@@ -25,12 +25,12 @@ def tiny_recipe(calls: list, lr: float = 0.5) -> Recipe:
         return {"note": "tiny"}
 
     return Recipe(
-        "tiny",
-        "standard",
-        "a tiny test model",
-        zoo.STANDARD,
-        architecture,
-        train,
+        name="tiny",
+        family="standard",
+        description="a tiny test model",
+        encoding=zoo.STANDARD,
+        architecture=architecture,
+        train=train,
         params={"seed": 0, "lr": lr},
     )
 
