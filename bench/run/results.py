@@ -29,7 +29,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from faithbench.bench.run.suite_files import plugin_folders
 from faithbench.bench.run.tables import JOB_COLUMNS, RESULT_COLUMNS, Tables, legacy_job_columns
 from faithbench.errors import UserError
 from faithbench.io import atomic_torch_save, atomic_write_text, load_torch
@@ -106,15 +105,18 @@ class RunStore:
     def save_unit(self, unit: dict) -> None:
         atomic_write_text(self.unit_path(unit["model"], unit["method"]), json.dumps(unit))
 
-    def save_record(self, suite: dict, prov: dict, units: Iterable[dict], shared: dict | None = None) -> None:
-        """run.json: the suite, the provenance, the manifest of the run's units, the items shared by models and what
-        the units recorded of each model (``model_info``: held-out accuracy, training budget)."""
+    def save_record(
+        self, suite: dict, prov: dict, units: Iterable[dict], shared: dict | None = None, plugins_from: list[str] = ()
+    ) -> None:
+        """run.json: the suite, the provenance, the manifest of the run's units, the items shared by models, what
+        the units recorded of each model (``model_info``: held-out accuracy, training budget) and where the suite's
+        plugins were found (:func:`~faithbench.bench.run.suite_files.plugin_folders`)."""
         units = list(units)
         manifest = [{"model": u["model"], "method": u["method"], "key": u["key"]} for u in units]
         models = {u["model"]: u["model_info"] for u in units if u.get("model_info")}  # held-out accuracy, budget
         record = {"suite": suite, "provenance": prov, "units": manifest, **({"shared": shared} if shared else {})}
         record |= {"models": models} if models else {}
-        record |= {"plugin_folders": folders} if (folders := plugin_folders(suite.get("plugins", []))) else {}
+        record |= {"plugin_folders": list(plugins_from)} if plugins_from else {}
         atomic_write_text(self.out / "run.json", json.dumps(record, indent=2))
 
     def read_record(self) -> dict:

@@ -36,6 +36,7 @@ from faithbench.bench.run.pairing import save_shared, share_items, shared_digest
 from faithbench.bench.run.plan import Plan, plan, resume_count, run_id
 from faithbench.bench.run.provenance import provenance
 from faithbench.bench.run.suite import Suite
+from faithbench.bench.run.suite_files import plugin_folders
 from faithbench.bench.run.work import Work
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
@@ -80,6 +81,7 @@ class _Writer:
 
     def __init__(self, work: Work, suite: Suite) -> None:
         self.work, self.suite = work, suite
+        self.plugins_from = plugin_folders(suite.plugins)  # once: run.json records it at every flush
         self.started = False
         self.flushed_at = -FLUSH_EVERY_S  # the first finished unit is written at once
 
@@ -103,7 +105,8 @@ class _Writer:
         units = work.units()
         frame = work.store.write_tables(units, self.suite.name)
         shared = {name: items.record() for name, items in work.shared.items()}
-        work.store.save_record(self.suite.to_dict(), work.prov, units, shared)  # last: it names the units
+        # last: it names the units
+        work.store.save_record(self.suite.to_dict(), work.prov, units, shared, self.plugins_from)
         return frame
 
 
