@@ -247,15 +247,7 @@ def _curve_metric(curve_fn: Callable[..., CurveScores]) -> Callable[[Unit, Delet
             activation=unit.model.activation,
             chunk_size=unit.eval_batch,
         )
-        return MetricResult(
-            values=res.values,
-            undefined=res.undefined,
-            sample_ids=ids,
-            params=to_dict(cfg),
-            explained="samples",
-            curve=res.curve,
-            fractions=res.fractions,
-        )
+        return MetricResult.from_curve(res, sample_ids=ids, params=to_dict(cfg))
 
     return evaluate
 

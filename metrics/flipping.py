@@ -249,15 +249,7 @@ def _evaluate(part: str) -> Callable[[Unit, FlippingConfig], MetricResult]:
         if len(ids) == 0:
             return MetricResult.empty(to_dict(cfg), "samples")
         res: CurveScores = getattr(_flipping(unit, cfg), part)
-        return MetricResult(
-            values=res.values,
-            undefined=res.undefined,
-            sample_ids=ids,
-            params=to_dict(cfg),
-            explained="samples",
-            curve=res.curve,
-            fractions=res.fractions,
-        )
+        return MetricResult.from_curve(res, sample_ids=ids, params=to_dict(cfg))
 
     return evaluate
 

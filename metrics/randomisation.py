@@ -32,6 +32,7 @@ from torch import Tensor
 
 from faithbench.metrics._checks import check_choice, check_positive_int
 from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
+from faithbench.metrics.types import CurveScores
 from faithbench.models.randomise import INITS, parameter_layers, randomise_layer
 
 
@@ -164,15 +165,13 @@ def evaluate_spearman(unit: Unit, cfg: RandomisationConfig) -> MetricResult:
     mask = None if mask is None else mask[: len(ids)]
     curve = torch.stack([spearman(original.abs(), m.abs(), mask) for m in maps], dim=1)  # (S, K)
     undefined = curve.isnan().any(dim=1)
-    return MetricResult(
-        values=curve.mean(dim=1),
-        undefined=undefined,
-        sample_ids=ids,
-        params=params,
-        explained="randomisation",
-        curve=curve,
-        fractions=shares,
-    )
+    return _result(curve, undefined, shares, ids, params)
+
+
+def _result(curve: Tensor, undefined: Tensor, shares: Tensor, ids: Tensor, params: dict) -> MetricResult:
+    """Per sample: the mean over the cascade of the similarity ``curve`` (S, K) at the randomised ``shares``."""
+    scores = CurveScores(values=curve.mean(dim=1), undefined=undefined, curve=curve, fractions=shares)
+    return MetricResult.from_curve(scores, sample_ids=ids, params=params, explained="randomisation")
 
 
 def _normalised(maps: Tensor) -> Tensor:
@@ -189,15 +188,7 @@ def evaluate_ssim(unit: Unit, cfg: RandomisationConfig) -> MetricResult:
     undefined = flat.amax(dim=1) == flat.amin(dim=1)  # a constant map has no structure to compare
     curve = torch.stack([ssim(_normalised(original), _normalised(m)) for m in maps], dim=1)
     curve = torch.where(undefined.unsqueeze(1), torch.nan, curve)
-    return MetricResult(
-        values=curve.mean(dim=1),
-        undefined=undefined,
-        sample_ids=ids,
-        params=params,
-        explained="randomisation",
-        curve=curve,
-        fractions=shares,
-    )
+    return _result(curve, undefined, shares, ids, params)
 
 
 def cost(unit: Unit, cfg: RandomisationConfig) -> tuple[MetricCost, ...]:

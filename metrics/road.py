@@ -181,15 +181,7 @@ def _evaluate(unit: Unit, cfg: RoadConfig) -> MetricResult:
         max_iter=cfg.max_iter,
         chunk_size=unit.eval_batch,
     )
-    return MetricResult(
-        values=res.values,
-        undefined=res.undefined,
-        sample_ids=ids,
-        params=to_dict(cfg),
-        explained="samples",
-        curve=res.curve,
-        fractions=res.fractions,
-    )
+    return MetricResult.from_curve(res, sample_ids=ids, params=to_dict(cfg))
 
 
 def cost(unit: Unit, cfg: RoadConfig) -> tuple[MetricCost, ...]:

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from faithbench.metrics.types import Example, MetricResult  # the hooks' results, imported by name from here too
+
 if TYPE_CHECKING:  # type hints only: the metrics layer does not import the adapters at run time
     from faithbench.attributions.base import AttributionMethod
     from faithbench.metrics.mapstore import MapStore
@@ -29,40 +31,6 @@ if TYPE_CHECKING:  # type hints only: the metrics layer does not import the adap
 @dataclass(frozen=True)
 class NoConfig:
     """Config of a metric without parameters."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class MetricResult:
-    """Per-sample raw scores of one metric on this process's shard.
-
-    ``sample_ids`` identify the samples across runs (image ids, or grid * cells + cell for GridPG);
-    ``params`` are recorded with every result row; ``explained`` names the explanation whose time
-    is reported (a key of :attr:`Unit.explain_time`).
-    """
-
-    values: Tensor
-    undefined: Tensor
-    sample_ids: Tensor
-    params: dict[str, Any]
-    explained: str
-    curve: Tensor | None = None
-    fractions: Tensor | None = None
-
-    @classmethod
-    def empty(cls, params: dict[str, Any], explained: str) -> MetricResult:
-        """No sample on this shard (more processes than samples, or zero GridPG grids)."""
-        none = torch.empty(0)
-        return cls(values=none, undefined=none.bool(), sample_ids=none.long(), params=params, explained=explained)
-
-
-@dataclass(frozen=True)
-class Example:
-    """One explanation shown in the report's panel: a (c, H, W) image in [0, 1] and its (H, W) map."""
-
-    image: Tensor
-    attribution: Tensor
-    label: int
-    caption: str
 
 
 @dataclass(frozen=True)
