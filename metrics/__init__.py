@@ -5,6 +5,7 @@ metric module also defines the metric's typed config and evaluation hook (:mod:`
 registered in :mod:`faithbench.metrics.registry`.
 """
 
+from faithbench.metrics.aopc_bounds import AopcBounds, aopc_bounds
 from faithbench.metrics.complexity import explanation_entropy, gini_index
 from faithbench.metrics.deletion import ALOE_FRACTIONS, block_scores, pixel_deletion, pixel_insertion
 from faithbench.metrics.erasure import ERASURE_SUMMARIES, comprehensiveness_sufficiency
@@ -17,6 +18,7 @@ from faithbench.metrics.grids import (
     select_grids,
     select_random_partners,
 )
+from faithbench.metrics.naopc import aopc_orders, normalised_aopc
 from faithbench.metrics.registry import METRICS, register_metric
 from faithbench.metrics.seqpg import sequence_pointing_game
 from faithbench.metrics.sequences import SequenceSet, build_sequences, truncate_segments
@@ -26,6 +28,10 @@ from faithbench.metrics.types import CurveScores, ErasureScores, Scores
 from faithbench.metrics.windows import explain_grids, sliding_window_maps
 
 __all__ = [
+    "AopcBounds",
+    "aopc_bounds",
+    "aopc_orders",
+    "normalised_aopc",
     "ALOE_FRACTIONS",
     "ERASURE_SUMMARIES",
     "GRIDPG_PRESETS",

@@ -191,6 +191,8 @@ def evaluate_claim(claim: Claim, rules: Rules, run: RunData | None) -> dict[str,
         return out | {"verdict": f"not run (no {claim.suite} run given)"}
     if claim.kind in ("accuracy", "recorded"):
         return out | _model_claim(claim, rules, run)
+    if not any(key[2] == claim.metric for key in run.params):
+        return out | {"verdict": f"not run ({claim.metric} not in the {claim.suite} run)"}
     missing = [str(r) for r in claim.rows if (r.model, r.method, claim.metric) not in run.params]
     if missing:
         return out | {"verdict": f"not run ({', '.join(missing)} not in the {claim.suite} run)"}

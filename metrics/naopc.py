@@ -1,0 +1,206 @@
+"""Normalised AOPC (NAOPC; Edin et al., "Normalized AOPC: Fixing Misleading Faithfulness Metrics for Feature
+Attribution Explainability", ACL 2025): comprehensiveness and sufficiency rescaled by each model's own bounds.
+
+With p(.) the probability of the explained class t, n the features of a sample (its tokens: not [CLS], [SEP] or
+padding), and an order pi of them, features are removed one at a time (replaced by the mask token):
+
+    AOPC(pi) = 1/n * sum_{k=1..n} [ p(x) - p(x without pi_1..pi_k) ]
+
+comprehensiveness removes the most important first (pi by attribution, descending), sufficiency the least important
+first (ascending: what is kept is the top n - k). Both live between the same bounds of the model on x,
+
+    U = max_pi AOPC(pi),  L = min_pi AOPC(pi),   NAOPC = (AOPC - L) / (U - L)
+
+(1: the order no other order beats; 0: the worst one). ``naopc_comprehensiveness`` is higher-better,
+``naopc_sufficiency`` lower-better, both in [0, 1] where the bounds are exact, reported x100. U and L are a property
+of the model and input, not of the method: found once per model and sample, exactly (every subset's p, then the best
+path through the subset lattice: ``best(S) = drop(S) + max_{j in S} best(S - j)``) where n <= ``exact_max``, else by
+the authors' beam search (each step extends every kept order by each remaining feature and keeps the ``beam_size``
+best cumulative sums; a lower bound of U and an upper bound of L, so a method's order can reach slightly past 1 or 0).
+Undefined (NaN, counted) where U = L: the model's output does not depend on the order (the authors report 0).
+
+Unlike raw comprehensiveness, NAOPC compares models: a model whose p hardly moves when tokens are masked has a
+narrow [L, U] and a small raw AOPC for every method, however faithful its explanations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import Tensor
+
+from faithbench.config import to_dict
+from faithbench.metrics._checks import check_choice, check_finite, check_positive_int, check_tensor
+from faithbench.metrics._perturb import feature_ranks, unranked
+from faithbench.metrics.aopc_bounds import AopcBounds, Removal, aopc_bounds
+from faithbench.metrics.baselines import BaselineConfig, unit_baseline
+from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
+from faithbench.metrics.types import Scores
+
+ForwardFn = Callable[[Tensor], Tensor]
+
+
+def aopc_orders(
+    forward: ForwardFn,
+    inputs: Tensor,
+    attributions: Tensor,
+    targets: Tensor,
+    feature_mask: Tensor,
+    *,
+    baseline: float | int | Tensor,
+    activation: str = "softmax",
+    chunk_size: int = 256,
+) -> tuple[Tensor, Tensor]:
+    """(B,) AOPC of the attribution order, descending (comprehensiveness) and ascending (sufficiency), one feature
+    removed per step (ties broken by position, as :func:`~faithbench.metrics._perturb.feature_ranks`)."""
+    check_tensor(attributions, "attributions", floating=True)
+    check_finite(attributions, "attributions")
+    b, t = feature_mask.shape
+    p = Removal(forward, inputs, targets.to(inputs.device), baseline, activation, chunk_size)
+    everyone = torch.arange(b, device=inputs.device)
+    p0 = p(everyone, torch.zeros_like(feature_mask))
+    n = feature_mask.sum(dim=1)
+    out = []
+    for scores in (attributions, -attributions):
+        ranks = feature_ranks(scores.reshape(b, t).float(), feature_mask)  # 0 = removed first; non-features: n..
+        steps = torch.arange(t, device=inputs.device)
+        job = (steps.view(1, -1) < n.view(-1, 1)).nonzero()  # (J, 2): sample, k - 1
+        removed = ranks[job[:, 0]] <= job[:, 1:2]  # the first k of the order
+        drop = torch.zeros(b, t, dtype=torch.float64, device=inputs.device)
+        drop[job[:, 0], job[:, 1]] = p0[job[:, 0]] - p(job[:, 0], removed)
+        out.append(drop.sum(dim=1) / n.double())
+    return out[0], out[1]
+
+
+def normalised_aopc(aopc: Tensor, bounds: AopcBounds, attributions: Tensor, feature_mask: Tensor) -> Scores:
+    """(AOPC - L) / (U - L) per sample; undefined where U = L or the map ranks nothing (constant on the features)."""
+    width = bounds.upper - bounds.lower
+    undefined = (width <= 0) | unranked(attributions, feature_mask).to(width.device)
+    values = torch.where(undefined, torch.nan, (aopc.double() - bounds.lower) / width.clamp(min=1e-300))
+    return Scores(values=values, undefined=undefined)
+
+
+# --------------------------------------------------------------------------- the suite's metrics
+
+
+@dataclass(frozen=True)
+class NaopcConfig(BaselineConfig):
+    """``[naopc]``, shared by ``naopc_comprehensiveness`` and ``naopc_sufficiency`` (the bounds are found once per
+    model and sample, for every method). ``max_samples`` bounds the cost: the first that many of the suite's samples
+    (0: all); the beam search costs about ``beam_size * n^2`` model inputs per sample of n tokens."""
+
+    baseline: str = "mask-token"
+    target: str = "predicted"  # the explained class, as [erasure]: the model's prediction (ERASER, B-cos LM) or label
+    beam_size: int = 5
+    exact_max: int = 10
+    max_samples: int = 0
+
+    protocols: ClassVar[dict[str, tuple]] = {}
+    cli: ClassVar[dict[str, str]] = {}
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_choice(self.target, "target", ("predicted", "label"))
+        check_positive_int(self.beam_size, "beam_size")
+        if self.exact_max < 0 or self.exact_max > 16 or self.max_samples < 0:
+            raise ValueError(
+                f"exact_max must be in 0..16 (2^n inputs per sample) and max_samples >= 0, "
+                f"got {self.exact_max} and {self.max_samples}"
+            )
+
+
+def _subset(unit: Unit, cfg: NaopcConfig) -> Tensor:
+    """This shard's positions among its samples that are within the suite's first ``max_samples``."""
+    pos = unit.take(len(unit.sample_ids))
+    return torch.ones(len(pos), dtype=torch.bool) if cfg.max_samples == 0 else pos < cfg.max_samples
+
+
+def _bounds(unit: Unit, cfg: NaopcConfig) -> AopcBounds:
+    def compute() -> AopcBounds:
+        x, _, ids = unit.samples()
+        keep = _subset(unit, cfg).to(x.device)
+        return aopc_bounds(
+            unit.model.module,
+            x[keep],
+            unit.sample_targets(cfg.target)[keep],
+            unit.sample_feature_mask()[keep],
+            baseline=unit_baseline(unit, cfg, ids[keep.cpu()]),
+            beam_size=cfg.beam_size,
+            exact_max=cfg.exact_max,
+            chunk_size=unit.eval_batch,
+        )
+
+    key = ("naopc_bounds", cfg.baseline, cfg.target, cfg.beam_size, cfg.exact_max, cfg.max_samples)
+    return unit.per_model(key, compute)
+
+
+def _evaluate(part: int) -> Callable[[Unit, NaopcConfig], MetricResult]:
+    def evaluate(unit: Unit, cfg: NaopcConfig) -> MetricResult:
+        x, _, ids = unit.samples()
+        keep = _subset(unit, cfg)
+        params = {**to_dict(cfg), "order": ("descending", "ascending")[part]}
+        if not bool(keep.any()):
+            return MetricResult.empty(params, "samples")
+        maps, mask = unit.sample_maps(cfg.target)[keep.to(x.device)], unit.sample_feature_mask()[keep.to(x.device)]
+        orders = unit.memo(
+            ("naopc", cfg),
+            lambda: aopc_orders(
+                unit.model.module,
+                x[keep.to(x.device)],
+                maps,
+                unit.sample_targets(cfg.target)[keep.to(x.device)],
+                mask,
+                baseline=unit_baseline(unit, cfg, ids[keep]),
+                chunk_size=unit.eval_batch,
+            ),
+        )
+        scores = normalised_aopc(orders[part], _bounds(unit, cfg), maps, mask)
+        explained = "samples" if cfg.target == "label" else f"samples:{cfg.target}"
+        return MetricResult(
+            values=scores.values, undefined=scores.undefined, sample_ids=ids[keep], params=params, explained=explained
+        )
+
+    return evaluate
+
+
+def cost(unit: Unit, cfg: NaopcConfig) -> tuple[MetricCost, ...]:
+    """The per-sample maps; per sample its n removals in each order; once per model and sample, the bounds: 2^n
+    inputs exactly, at most beam_size * n * (n + 1) by the two beam searches. n is counted at the longest input (every
+    position but [CLS] a token): an upper bound."""
+    m = int(_subset(unit, cfg).sum())
+    n = max(int(unit.model.input_size[-1]) - 1, 1)
+    bounds = 2**n if n <= cfg.exact_max else cfg.beam_size * n * (n + 1)
+    note = "text: counted at the longest input (every position a token)"
+    return (
+        *sample_maps_cost(unit, cfg.target),
+        MetricCost(("naopc", cfg), inputs=m * (1 + 2 * n), note=note),
+        MetricCost(("naopc_bounds", cfg), inputs=m * (1 + bounds), scope="model", note=note),
+    )
+
+
+_COMMON = dict(
+    modalities=("text",),
+    scale=100,
+    unit="%",
+    config=NaopcConfig,
+    table="naopc",
+    cost=cost,
+    given_maps=True,
+)
+COMPREHENSIVENESS = MetricSpec(
+    name="naopc_comprehensiveness",
+    description="comprehensiveness (one token removed per step) between the model's own AOPC bounds (NAOPC)",
+    higher_is_better=True,
+    evaluate=_evaluate(0),
+    **_COMMON,
+)
+SUFFICIENCY = MetricSpec(
+    name="naopc_sufficiency",
+    description="sufficiency (least important token removed first) between the model's own AOPC bounds (NAOPC)",
+    higher_is_better=False,
+    evaluate=_evaluate(1),
+    **_COMMON,
+)
