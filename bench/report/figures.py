@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from faithbench.bench.report.agreement import convergence_plot
 from faithbench.bench.report.card import card_figure
 from faithbench.bench.report.cost import cost_plot
 from faithbench.bench.report.curves import curve_jobs
@@ -44,7 +45,7 @@ def write_plots(
 ) -> list[Path]:
     """Write the report's figures into ``out`` and return them in reading order: ``<metric>.png`` per metric,
     ``example_maps.png``, ``curves_<model>.png``, with ``stats`` ``rank_intervals_<model>.png`` and
-    ``metric_agreement.png``, with ``card`` ``report_card.png``,
+    ``metric_agreement.png`` and ``ranking_convergence.png``, with ``card`` ``report_card.png``,
     then ``faithfulness_vs_cost.png``. ``progress`` is told each kind of figure (drawn one after another: as it
     starts; side by side: as it is done). ``workers``: processes drawing (default: one per core; 1: this one)."""
     say = progress or (lambda _: None)
@@ -68,6 +69,7 @@ def write_plots(
         label = "report: figure rank intervals per model"
         jobs += [(label, 3, partial(job, plt)) for job in rank_interval_jobs(stats, out)]
         jobs.append(("report: figure metric agreement", 1, lambda: agreement_heatmap(stats, out, plt, sns)))
+        jobs.append(("report: figure ranking convergence", 1, lambda: convergence_plot(stats.convergence, out, plt)))
     if card is not None:
         jobs.append(("report: figure report card", 1, lambda: card_figure(card, out, plt)))
     if "explain_time_s" in results:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from faithbench.bench.report.agreement import agreement_statistics, effect_sizes
+from faithbench.bench.report.agreement import agreement_statistics, effect_sizes, ranking_convergence
 from faithbench.bench.report.order import method_colour, method_order
 from faithbench.bench.report.protocols import protocol_marks
 from faithbench.bench.report.statistics import (
@@ -44,6 +44,7 @@ class LeaderboardStats:
     n_boot: int
     marks: dict[tuple[str, str, str], str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # footnote lines of extra marks (rankings across protocols)
+    convergence: pd.DataFrame = field(default_factory=pd.DataFrame)  # model, metric, n, tau, tau_low, tau_high
 
     def suffix(self, model: str, method: str, metric: str) -> str:
         return self.marks.get((model, method, metric), "")
@@ -130,6 +131,7 @@ def leaderboard_stats(
     if not reliability.empty:
         reliability = reliability.merge(agreement_statistics(tables), on=["model", "metric"], how="left")
     stats = LeaderboardStats(table, agreement, reliability, skill, reruns, alpha, n_boot)
+    stats.convergence = ranking_convergence(tables, seed=seed)
     for r in table.itertuples():
         if r.tied_best:
             p1 = getattr(r, "p_rank1", np.nan)
@@ -152,6 +154,7 @@ def write_statistics(stats: LeaderboardStats, out: Path) -> list[Path]:
         ("skill", stats.skill),
         ("rerun_agreement", stats.reruns),
         ("metric_agreement", stats.agreement),
+        ("convergence", stats.convergence),
     ):
         if not frame.empty:
             path = out / f"{name}.csv"

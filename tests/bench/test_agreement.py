@@ -65,3 +65,26 @@ def test_tables_give_one_row_each_and_effect_sizes_align_with_the_paired_tests()
     results = pd.DataFrame({"model": ["m"], "metric": ["k"], "higher_is_better": [True]})
     sizes = effect_sizes(tests, {("m", "k"): wide}, results)
     assert math.isnan(sizes[0]) and sizes[1] == pytest.approx(0.75) and sizes[2] == pytest.approx(1.0)
+
+
+def test_tau_b_matches_scipy_with_ties_and_the_full_sample_converges_to_one():
+    from scipy.stats import kendalltau
+
+    from faithbench.bench.report.agreement import _tau_b, ranking_convergence
+
+    rng = np.random.default_rng(0)
+    full = np.array([0.3, 0.1, 0.3, 0.7, 0.2])
+    sub = rng.integers(0, 3, size=(50, 5)).astype(float)  # many ties
+    expected = [kendalltau(row, full).statistic for row in sub]
+    np.testing.assert_allclose(_tau_b(sub, full), expected, equal_nan=True)
+    # well separated methods: every subset of every size ranks them as all samples do
+    separated = pd.DataFrame({"a": rng.normal(0, 0.1, 40), "b": rng.normal(1, 0.1, 40), "c": rng.normal(2, 0.1, 40)})
+    # noise: small subsets disagree, the full count agrees with itself
+    noise = pd.DataFrame(rng.normal(size=(40, 4)), columns=list("abcd"))
+    conv = ranking_convergence({("m", "sep"): separated, ("m", "noise"): noise}, steps=5, draws=100)
+    sep, noisy = conv[conv.metric == "sep"], conv[conv.metric == "noise"]
+    assert sep["tau"].tolist() == [1.0] * len(sep) and sep["tau_low"].min() == 1.0
+    assert noisy["n"].iloc[-1] == 40 and noisy["tau"].iloc[-1] == 1.0
+    assert noisy["tau_low"].iloc[0] < 0.5  # two samples of pure noise order the methods at random
+    too_small = ranking_convergence({("m", "two"): separated[["a", "b"]]})
+    assert too_small.empty  # fewer than 3 methods: no ranking to converge
