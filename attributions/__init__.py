@@ -1,70 +1,20 @@
 """Attribution adapters (Captum, zennit LRP, LIME, attention rollout, native W(x)x) behind one interface.
 
-``METHODS`` maps names to method classes; ``get_method(name, **params)`` builds one with checked
+``METHODS`` (:mod:`.registry`) maps names to method classes; ``get_method(name, **params)`` builds one with checked
 parameters; ``method.attribute(model, inputs, targets)`` returns channel-summed maps (B, H, W).
 """
 
-from faithbench.attributions.attnlrp import AttnLrp
 from faithbench.attributions.base import AttributionMethod, Capabilities, UnsupportedMethodError
-from faithbench.attributions.chefer import CheferCam
-from faithbench.attributions.controls import CONTROL_METHODS, CONTROLS
-from faithbench.attributions.corruptions import CORRUPTION_CONTROLS, CORRUPTION_METHODS, Corruption
-from faithbench.attributions.gradients import (
-    DeepLift,
-    GradCam,
-    Gradient,
-    GuidedBackprop,
-    InputXGradient,
-    IntegratedGradients,
+from faithbench.attributions.registry import (
+    ALL_CONTROLS,
+    CONTROLS,
+    CORRUPTION_CONTROLS,
+    METHODS,
+    RUN_CONTROLS,
+    TRUTH_CONTROLS,
+    get_method,
+    register_method,
 )
-from faithbench.attributions.lrp import LRP
-from faithbench.attributions.native import NativeExplanation, NativeNormalisedInput
-from faithbench.attributions.perturbation import Lime, ShapleySampling
-from faithbench.attributions.rollout import AttentionRollout, LastLayerAttention
-from faithbench.attributions.truth_controls import TRUTH_CONTROLS, TRUTH_METHODS
-from faithbench.registry import Registry
-
-METHODS: Registry[type[AttributionMethod]] = Registry("method")
-RUN_CONTROLS = CONTROLS + CORRUPTION_CONTROLS  # what a suite's ``controls = true`` runs beside its methods
-ALL_CONTROLS = RUN_CONTROLS + TRUTH_CONTROLS  # every map that is a yardstick, not a contestant
-
-
-def register_method(cls: type[AttributionMethod]) -> type[AttributionMethod]:
-    """Register a method class under its ``name`` (usable as a class decorator, e.g. in a suite's plugin)."""
-    METHODS.register(cls.name, cls)
-    return cls
-
-
-for _cls in (
-    NativeExplanation,
-    NativeNormalisedInput,
-    Gradient,
-    InputXGradient,
-    IntegratedGradients,
-    GuidedBackprop,
-    DeepLift,
-    GradCam,
-    LRP,
-    Lime,
-    ShapleySampling,
-    AttentionRollout,
-    LastLayerAttention,
-    CheferCam,
-    AttnLrp,
-    *CONTROL_METHODS,
-    *CORRUPTION_METHODS,
-    *TRUTH_METHODS,
-):
-    register_method(_cls)
-
-
-Corruption.methods = METHODS  # the corruption controls build the method they corrupt
-
-
-def get_method(name: str, **params: object) -> AttributionMethod:
-    """Build the method registered as ``name`` (unknown names and parameters list the valid ones)."""
-    return METHODS.get(name)(**params)
-
 
 __all__ = [
     "ALL_CONTROLS",

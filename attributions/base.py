@@ -17,6 +17,7 @@ compute is spent.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -31,6 +32,7 @@ from faithbench.models.adapter import ModelAdapter
 
 CANCELLED_EPS = 100  # channel_sum: a map at most this many epsilons of its channels' magnitude is zero
 DEFAULT_MAX_BATCH = 256  # inputs per model call unless the caller bounds it (suite key / --max-batch)
+_MAX_BATCH: contextvars.ContextVar[int] = contextvars.ContextVar("max_batch", default=DEFAULT_MAX_BATCH)
 
 
 class UnsupportedMethodError(ValueError):
@@ -121,7 +123,12 @@ class AttributionMethod:
             if isinstance(params[key], int) and not isinstance(params[key], bool) and params[key] < (key != "seed"):
                 raise ParameterError(f"{where} must be >= {int(key != 'seed')}, got {value!r}")
         self.params = {**self.defaults, **params}
-        self.max_batch = DEFAULT_MAX_BATCH  # inputs per model call; set by each attribute() call
+
+    @property
+    def max_batch(self) -> int:
+        """At most this many inputs per model call: the bound of the :meth:`attribute` call under way (a context
+        variable, so the method object is never changed by a call and may serve several threads)."""
+        return _MAX_BATCH.get()
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
@@ -175,7 +182,13 @@ class AttributionMethod:
                 f"targets must be class indices in 0..{model.num_classes - 1} of model {model.name!r}; got "
                 f"{targets[bad][:8].tolist()} at batch positions {bad.nonzero().flatten()[:8].tolist()}"
             )
-        self.max_batch = max_batch
+        token = _MAX_BATCH.set(max_batch)  # this call's bound, read by the methods as self.max_batch
+        try:
+            return self._attribute_chunks(model, inputs, targets, max_batch)
+        finally:
+            _MAX_BATCH.reset(token)
+
+    def _attribute_chunks(self, model: ModelAdapter, inputs: Tensor, targets: Tensor, max_batch: int) -> Tensor:
         chunk = max_batch // self.inputs_per_call
         share = self.shares_forward(model)
         out = []

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from faithbench.attributions import ALL_CONTROLS, METHODS, UnsupportedMethodError, get_method
+from faithbench.attributions.base import DEFAULT_MAX_BATCH, AttributionMethod
 from faithbench.attributions.perturbation import segment
 from faithbench.models.adapter import ModelAdapter
 from faithbench.models.bcosify import bcosify, remove_biases
@@ -128,6 +129,25 @@ def test_no_model_call_exceeds_max_batch_and_the_maps_do_not_change(name):
     assert sizes and max(sizes) <= 3, sizes
     free = method(name).attribute(model, x, targets)
     torch.testing.assert_close(bounded, free, rtol=1e-4, atol=1e-6)
+
+
+def test_a_call_bounds_its_own_model_calls_and_leaves_the_method_unchanged():
+    seen = []
+
+    class Probe(AttributionMethod):
+        name, description, defaults = "probe", "records the bound it runs under", {}
+
+        def _attribute(self, model, inputs, targets):
+            seen.append(self.max_batch)
+            return inputs.abs()
+
+    probe, model = Probe(), MODELS["cnn"]
+    x = model.encode(torch.rand(5, 1, 28, 28))
+    probe.attribute(model, x, torch.arange(5), max_batch=2)
+    assert seen == [2, 2, 2] and probe.max_batch == DEFAULT_MAX_BATCH  # three chunks of 2, nothing left on the object
+    before = dict(vars(probe))
+    probe.attribute(model, x, torch.arange(5), max_batch=4)
+    assert vars(probe) == before and seen[-2:] == [4, 4]
 
 
 @pytest.mark.parametrize("name", EXPLAINERS)
