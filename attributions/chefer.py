@@ -1,4 +1,4 @@
-"""CheferCAM: gradient-weighted attention relevance (Chefer, Gur & Wolf, ICCV 2021, "Generic
+"""CheferCAM: gradient-weighted attention relevance (Chefer et al., ICCV 2021, "Generic
 Attention-model Explainability"), the ViT baseline of ALOE Tab. B6.
 
 With A_b the (heads, N, N) attention of block b and grad A_b the gradient of the target logit w.r.t. it,

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from faithbench.attributions.base import AttributionMethod, Capabilities, one_pass
 from faithbench.models.adapter import ModelAdapter
-from faithbench.models.nets.text import SelfAttention
+from faithbench.models.nets.text_transformer import SelfAttention
 
 
 def attention_modules(module: nn.Module) -> list[nn.Module]:

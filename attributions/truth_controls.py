@@ -1,6 +1,6 @@
 """Controls of the ground-truth tier: a hand-set model's exact attribution, and planted unfaithful versions of it.
 
-Models whose attribution is known by construction carry it (``ModelAdapter.truth``; :mod:`faithbench.models.truth`).
+Models whose attribution is known by construction carry it (``ModelAdapter.truth``; :mod:`faithbench.models.truth.image_exact`).
 These methods explain such a model with that truth, or with a corruption of it, so every metric can be asked whether
 it tells the faithful map from the unfaithful ones (the report card's AUROC):
 
@@ -22,7 +22,7 @@ from torch import Tensor
 
 from faithbench.attributions.base import AttributionMethod, Capabilities, no_model_input
 from faithbench.models.adapter import ModelAdapter
-from faithbench.models.truth_text import roll_features, token_features
+from faithbench.models.truth.token_exact import roll_features, token_features
 
 TRUTH_CONTROLS = ("truth", "truth_shifted", "truth_other_class", "truth_negated")
 TRUTH_CORRUPTIONS = TRUTH_CONTROLS[1:]

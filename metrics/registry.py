@@ -19,7 +19,7 @@ from faithbench.metrics import (
     road,
     seqpg,
     single_deletion,
-    truth,
+    truth_agreement,
 )
 from faithbench.metrics.spec import MetricSpec
 from faithbench.registry import Registry
@@ -54,7 +54,7 @@ for _spec in (
     completeness.POSITIONAL_SHARE,
     randomisation.RANDOMISATION,
     randomisation.RANDOMISATION_SSIM,
-    truth.CORRELATION,
-    truth.MASS,
+    truth_agreement.CORRELATION,
+    truth_agreement.MASS,
 ):
     register_metric(_spec)

@@ -1,4 +1,4 @@
-"""ROAD: RemOve And Debias (Rong, Leemann, Borisov, Kasneci & Kasneci, ICML 2022).
+"""ROAD: RemOve And Debias (Rong et al., ICML 2022).
 
 For each fraction f the k_f = floor(f * H * W) most relevant pixels (MoRF; the channel-summed map, ties
 broken by position, earlier pixel first) are removed by noisy linear imputation

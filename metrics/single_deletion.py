@@ -32,7 +32,7 @@ from faithbench.metrics._checks import check_finite, check_positive_int, check_t
 from faithbench.metrics._perturb import check_class_indices
 from faithbench.metrics.baselines import BaselineConfig, unit_baseline
 from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
-from faithbench.metrics.truth import cell_sums, truth_correlation
+from faithbench.metrics.truth_agreement import cell_sums, truth_correlation
 from faithbench.metrics.types import Scores
 
 ForwardFn = Callable[[Tensor], Tensor]

@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import torch
 
-from faithbench.models import truth, truth_text, zoo
+from faithbench.models import zoo
+from faithbench.models.truth import image_exact, token_exact
 from faithbench.models.adapter import ModelAdapter, ModelSpec
 from faithbench.models.checkpoints import bcosified_hub, hub
 from faithbench.models.text_encoding import text_adapter
@@ -132,7 +133,10 @@ for _repo in hub.ALOE_CLASSIFIERS:
         ),
     )
 
-for _spec in (*truth.SPECS, *truth_text.SPECS):  # hand-set: the ground-truth tier (their exact attribution is known)
+for _spec in (
+    *image_exact.SPECS,
+    *token_exact.SPECS,
+):  # hand-set: the ground-truth tier (their exact attribution is known)
     MODELS.register(_spec.name, _spec)
 
 

@@ -20,8 +20,8 @@ import torch
 from torch import Tensor, nn
 
 from faithbench.models.adapter import ModelAdapter
-from faithbench.models.checkpoints.hf import load_tokenizer
-from faithbench.models.nets.text import WORDPIECE, TextTransformer
+from faithbench.models.checkpoints.hf_bert import load_tokenizer
+from faithbench.models.nets.text_transformer import WORDPIECE, TextTransformer
 
 SPECIAL_TOKENS = (  # [CLS] [SEP] [PAD] [MASK] as WordPiece (BERT) and BPE (RoBERTa) vocabularies write them
     {"cls": "[CLS]", "sep": "[SEP]", "pad": "[PAD]", "mask": "[MASK]"},

@@ -22,7 +22,7 @@ from torch import nn
 
 from faithbench.errors import UserError
 from faithbench.models.adapter import FAMILIES, ModelAdapter, ModelSpec
-from faithbench.models.checkpoints.hf import from_hf_model
+from faithbench.models.checkpoints.hf_bert import from_hf_model
 from faithbench.models.encoding import InputEncoding, normalized
 from faithbench.models.registry import MODELS
 from faithbench.models.text_encoding import text_adapter

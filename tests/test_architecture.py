@@ -87,7 +87,7 @@ def test_modules_stay_short():
 def test_rerun_names_are_made_in_one_place_and_never_parsed():
     """A rerun is data (``Job.rerun_of`` / ``rerun_seed``; the result columns): its name ``METHOD@seedN`` is made by
     the run plan (``bench/run/plan.py``) and read only for files written before those columns
-    (``bench/run/tables.py``, which builds the result rows)."""
+    (``bench/run/tidy.py``, which builds the result rows)."""
     found = set()
     for p in _sources(*LOWER, "bench"):
         tree = ast.parse(p.read_text())
@@ -101,7 +101,7 @@ def test_rerun_names_are_made_in_one_place_and_never_parsed():
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
                 if "@" in node.value and not node.value.startswith("cuda"):
                     found.add(str(p.relative_to(ROOT)))
-    assert found == {"bench/run/plan.py", "bench/run/tables.py"}, found
+    assert found == {"bench/run/plan.py", "bench/run/tidy.py"}, found
 
 
 # bench/'s rooms, lowest first: a room may import the rooms before it, never one after it.

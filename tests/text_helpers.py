@@ -63,7 +63,7 @@ def sentence(*words: int, length: int | None = None) -> list[int]:
 def small_text_model(family: str = "bcos", seed: int = 0, b: float = 1.5) -> ModelAdapter:
     """A random 2-block TextTransformer (vocabulary of 50 with ``VOCAB``'s special ids) as a text adapter."""
     from faithbench.models.nets.bcos_text import bcos_text_transformer
-    from faithbench.models.nets.text import TextTransformer
+    from faithbench.models.nets.text_transformer import TextTransformer
     from faithbench.models.text_encoding import EmbeddingClassifier
 
     torch.manual_seed(seed)

@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from faithbench.bench.report.build import report as write_report
-from faithbench.bench.report.stats import LeaderboardStats, leaderboard_stats, read_samples
+from faithbench.bench.report.statistics_section import LeaderboardStats, leaderboard_stats, read_samples
 from faithbench.bench.run.question import question
 from faithbench.bench.run.results import read_results
 from faithbench.bench.run.runner import run

@@ -1,4 +1,4 @@
-"""``python -m bench compare``: the CI gate's command line (:mod:`faithbench.bench.report.compare`)."""
+"""``python -m bench compare``: the CI gate's command line (:mod:`faithbench.bench.report.gate`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from faithbench.bench.cli.catalog import float_floors
-from faithbench.bench.report.compare import FAILING, compare
+from faithbench.bench.report.gate import FAILING, compare
 from faithbench.bench.report.formats import to_text
 
 

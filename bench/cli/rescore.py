@@ -1,5 +1,5 @@
-"""``python -m bench rescore``: the command line of :mod:`faithbench.bench.run.rescore` and, with ``--sweep``, of
-:mod:`faithbench.bench.run.protocols` (the rankings compared by :mod:`faithbench.bench.report.protocols`)."""
+"""``python -m bench rescore``: the command line of :mod:`faithbench.bench.run.rescoring` and, with ``--sweep``, of
+:mod:`faithbench.bench.run.sweep` (the rankings compared by :mod:`faithbench.bench.report.protocols`)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from faithbench.bench.cli.run import no_progress_bars, say
 from faithbench.bench.report.build import report, to_text
 from faithbench.bench.report.formats import WIDTH
 from faithbench.bench.report.protocols import EVERY, PROTOCOLS_CSV, SUMMARY_CSV, write_protocols
-from faithbench.bench.run.protocols import Protocol, sweep
-from faithbench.bench.run.rescore import parse_settings, rescore
+from faithbench.bench.run.sweep import Protocol, sweep
+from faithbench.bench.run.rescoring import parse_settings, rescore
 from faithbench.errors import UserError
 
 

@@ -1,4 +1,4 @@
-"""``python -m bench verdicts RUN_DIR...``: the papers' claims (:mod:`faithbench.bench.report.verdicts`) evaluated from
+"""``python -m bench verdicts RUN_DIR...``: the papers' claims (:mod:`faithbench.bench.report.claim_verdicts`) evaluated from
 finished runs, one row per claim, into ``verdicts.csv`` and ``verdicts.md``.
 
 Each run folder decides the claims of its suite (its ``run.json`` names it). The localisation claims are gated by the
@@ -17,8 +17,8 @@ import pandas as pd
 
 from faithbench.bench.report.formats import to_text
 from faithbench.bench.report.paper_claims import CLAIMS_FILE, Claim, load_claims
-from faithbench.bench.report.stats import read_samples
-from faithbench.bench.report.verdicts import (
+from faithbench.bench.report.statistics_section import read_samples
+from faithbench.bench.report.claim_verdicts import (
     LOCALITY_FILE,
     RunData,
     evaluate_claims,

@@ -17,7 +17,7 @@ from faithbench.bench.report.formats import WIDTH, to_latex, to_markdown, to_tex
 from faithbench.bench.report.order import is_control
 from faithbench.bench.report.page import report_page
 from faithbench.bench.report.sections import Section, report_sections
-from faithbench.bench.report.stats import BEST, TIED, leaderboard_stats, write_statistics
+from faithbench.bench.report.statistics_section import BEST, TIED, leaderboard_stats, write_statistics
 from faithbench.bench.report.tables import headline, leaderboard
 from faithbench.bench.run import identity
 from faithbench.bench.run.results import WRITTEN_COLUMNS, first_runs, read_results

@@ -16,7 +16,7 @@ One row per metric, one column per question:
   corrupts, its parameter ``of``) on the same sample;
 * ``tau truth``: Kendall's tau-b between the metric's ranking of the tier's methods (controls left out) and their
   ranking by their agreement with the exact attribution (the tier's reference metric,
-  :data:`faithbench.metrics.truth.REFERENCE`), mean over the hand-set models;
+  :data:`faithbench.metrics.truth_agreement.REFERENCE`), mean over the hand-set models;
 * ``split-half``, ``alpha``, ``rerun rho``, ``agreement tau``: this run's split-half reliability and Krippendorff's
   alpha of the per-sample method ranks (:mod:`.agreement`; each the mean over the models), rerun agreement of the
   seeded methods (mean) and mean Kendall tau with the other metrics (:mod:`.statistics`).
@@ -41,10 +41,10 @@ from faithbench.attributions.corruptions import CORRUPTION_CONTROLS
 from faithbench.attributions.truth_controls import TRUTH_CORRUPTIONS
 from faithbench.bench.report.order import metric_order
 from faithbench.bench.report.statistics import metric_agreement
-from faithbench.bench.report.stats import LeaderboardStats, read_samples
+from faithbench.bench.report.statistics_section import LeaderboardStats, read_samples
 from faithbench.bench.report.style import WIDTH_IN, save
 from faithbench.bench.run.results import first_runs, read_results
-from faithbench.metrics.truth import REFERENCE
+from faithbench.metrics.truth_agreement import REFERENCE
 
 MODEL_FREE = ("random", "uniform", "centre", "edges")
 TRUTH_METRIC = REFERENCE

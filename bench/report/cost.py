@@ -1,5 +1,5 @@
 """What an explanation costs, from the rows' own timings: the table behind the report's cost section and its
-faithfulness-vs-cost plot (the counters themselves: :mod:`faithbench.bench.run.cost`)."""
+faithfulness-vs-cost plot (the counters themselves: :mod:`faithbench.bench.run.counters`)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from faithbench.bench.report.order import is_control, method_order, model_order
-from faithbench.bench.report.stats import LeaderboardStats
+from faithbench.bench.report.statistics_section import LeaderboardStats
 from faithbench.bench.report.style import WIDTH_IN, axis_label, better, number, save
 
 # Maps that say nothing: where the two score alike on every model, that score is the metric's chance level (a pointing

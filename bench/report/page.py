@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from faithbench.bench.report.sections import Section
-from faithbench.bench.report.stats import BEST, TIED
+from faithbench.bench.report.statistics_section import BEST, TIED
 
 _STYLE = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0; color: #1d1d1f; }

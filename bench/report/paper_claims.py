@@ -1,5 +1,5 @@
 """The papers' claims as data: the format of ``paper_claims.toml`` (its ``[rules]`` and ``[[claim]]`` tables), read
-and checked; :mod:`faithbench.bench.report.verdicts` evaluates them.
+and checked; :mod:`faithbench.bench.report.claim_verdicts` evaluates them.
 
 A claim compares rows ``(model, method, metric)`` of one suite's run:
 

@@ -2,7 +2,7 @@
 method ranking of every model x metric, and the leaderboard's mark for a method tied-best under all of them.
 
 ``RUN/rescored/protocols.csv``, one row per model x metric x protocol (the run's own settings, ``run``, and
-each re-scored alternative of :mod:`faithbench.bench.run.protocols`):
+each re-scored alternative of :mod:`faithbench.bench.run.sweep`):
 
 - ``setting``: the alternative, ``TABLE.KEY = VALUE`` (each protocol re-scores the metrics of that table only);
 - ``tau``: Kendall's tau-b between the methods' means under the protocol and under the run's settings (each
@@ -113,7 +113,7 @@ def _rows(
 
 def protocol_table(run_dir: Path, protocols: Iterable[Any], alpha: float = 0.05) -> pd.DataFrame:
     """The :data:`COLUMNS` table of ``protocols`` (each with ``name``, ``table``, ``key``, ``value``, ``metrics``
-    and ``folder``: :class:`faithbench.bench.run.protocols.Protocol`) against the run in ``run_dir``; the run's
+    and ``folder``: :class:`faithbench.bench.run.sweep.Protocol`) against the run in ``run_dir``; the run's
     own settings first, for the metrics some protocol scored again. A protocol with no results is left out."""
     protocols = list(protocols)
     frames = _read(Path(run_dir))

@@ -13,9 +13,15 @@ from faithbench.bench.report.agreement import AGREEMENT_NOTE, agreement_text
 from faithbench.bench.report.card import card_section_note, card_text
 from faithbench.bench.report.cost import explanation_cost
 from faithbench.bench.report.formats import WIDTH, to_markdown, to_text
-from faithbench.bench.report.stats import SKILL_NOTE, LeaderboardStats, read_samples, reliability_text, skill_table
+from faithbench.bench.report.statistics_section import (
+    SKILL_NOTE,
+    LeaderboardStats,
+    read_samples,
+    reliability_text,
+    skill_table,
+)
 from faithbench.bench.report.tables import row_order, sort_rows
-from faithbench.bench.report.verdicts import LOCALITY_FILE, run_claims
+from faithbench.bench.report.claim_verdicts import LOCALITY_FILE, run_claims
 from faithbench.bench.run import identity
 
 
@@ -138,7 +144,7 @@ def report_sections(
 
 
 def claims_section(results: pd.DataFrame, run_dir: Path) -> Section | None:
-    """The papers' claims this run's suite decides (:mod:`faithbench.bench.report.verdicts`), or None."""
+    """The papers' claims this run's suite decides (:mod:`faithbench.bench.report.claim_verdicts`), or None."""
     if "suite" not in results or results.empty:
         return None
     table = run_claims(run_dir, str(results["suite"].iloc[0]), results, read_samples)

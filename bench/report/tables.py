@@ -8,7 +8,7 @@ import math
 import pandas as pd
 
 from faithbench.bench.report.order import is_control, method_order, metric_order, model_order
-from faithbench.bench.report.stats import BEST, TIED, LeaderboardStats
+from faithbench.bench.report.statistics_section import BEST, TIED, LeaderboardStats
 from faithbench.bench.run.results import contestants, first_runs
 
 

@@ -18,9 +18,9 @@ from faithbench.errors import UserError
 from faithbench.models.data.hf import HF_DATASETS, load_hf_split
 from faithbench.models.data.splits import image_splits
 from faithbench.models.data.text import bbc_news, rotten_tomatoes
-from faithbench.models.data.truth import truth_images
-from faithbench.models.data.truth_text import truth_sentences
-from faithbench.models.nets.text import WORDPIECE
+from faithbench.models.truth.image_data import truth_images
+from faithbench.models.truth.token_data import truth_sentences
+from faithbench.models.nets.text_transformer import WORDPIECE
 from faithbench.models.registry import MODELS
 from faithbench.models.text_encoding import tokenize
 from faithbench.registry import Registry

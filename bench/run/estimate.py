@@ -32,7 +32,7 @@ from faithbench.models import zoo
 from faithbench.models.adapter import POSITIONAL_EMBEDDING, ModelAdapter
 from faithbench.models.registry import MODELS
 from faithbench.models.text_encoding import MAX_LENGTH
-from faithbench.models.truth import DEFAULT_LAYOUT, IDENTITY
+from faithbench.models.truth.image_exact import DEFAULT_LAYOUT, IDENTITY
 
 UNDECLARED = "the method declares no cost: counted as one forward and backward pass per explanation"
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from faithbench.bench.run.cost import Cost, measuring
+from faithbench.bench.run.counters import Cost, measuring
 from faithbench.bench.run.plan import MetricJob
 from faithbench.bench.run.suite import Suite
 from faithbench.metrics.spec import MetricResult, MetricSpec, Unit

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from faithbench.attributions.identities import KNOWN_IDENTITIES, known_identity
-from faithbench.bench.run.tables import job_columns
+from faithbench.bench.run.tidy import job_columns
 from faithbench.io import atomic_write_text
 from faithbench.metrics.spec import Unit
 from faithbench.models.adapter import ModelAdapter

@@ -3,7 +3,7 @@
 Data sets: AG News (``fancyzhx/ag_news``), IMDB (``stanfordnlp/imdb``) and HateXplain
 (``Hate-speech-CNERG/hatexplain``, the annotators' majority label; posts without one are dropped), read through
 ``datasets``, tokenized with the WordPiece vocabulary of every text model here (MiniLM's = bert-base-uncased's).
-The zoo's BERT-family recipes (:mod:`faithbench.models.zoo.text`) train on their train splits.
+The zoo's BERT-family recipes (:mod:`faithbench.models.zoo.text_recipes`) train on their train splits.
 
 Offline, ``datasets`` retries the network for minutes or fails with an unrelated error unless ``HF_HUB_OFFLINE``
 and ``HF_DATASETS_OFFLINE`` are set. So before loading we look for the data or checkpoint in the local caches

@@ -1,6 +1,6 @@
 """The offline model zoo: real MNIST digits, a real pretrained CNN, and the models built from them.
 
-A zoo model is one entry of :mod:`faithbench.models.zoo.catalog` (add yours there), built by a factory of
+A zoo model is one entry of :mod:`faithbench.models.zoo.entries` (add yours there), built by a factory of
 :mod:`faithbench.models.zoo.recipes`; this module hashes, caches and builds them.
 
 Every recipe is deterministic (seeded) and cached as a checkpoint named by a content hash of the
@@ -28,7 +28,7 @@ from faithbench.errors import UserError
 from faithbench.io import atomic_torch_save
 from faithbench.models.adapter import state_sha256
 from faithbench.models.data.splits import image_splits
-from faithbench.models.zoo.catalog import RECIPES
+from faithbench.models.zoo.entries import RECIPES
 from faithbench.models.zoo.recipes import BCOS, STANDARD, Recipe
 from faithbench.models.zoo.training import accuracy, build_label, build_numerics
 from faithbench.progress import clock_text, silenced

@@ -1,6 +1,6 @@
 """How zoo models are built: the ``Recipe`` record, the training code, and recipe factories.
 
-The zoo's entries themselves are data in :mod:`faithbench.models.zoo.catalog`. A recipe's ``params`` are hashed
+The zoo's entries themselves are data in :mod:`faithbench.models.zoo.entries`. A recipe's ``params`` are hashed
 into its checkpoint name (see :mod:`faithbench.models.zoo`), so they hold every setting its training reads.
 Families of recipes share code through factories:
 :func:`from_scratch` (train a fresh architecture), :func:`bcosified` (B-cosify a trained zoo model and

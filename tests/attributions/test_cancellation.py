@@ -17,7 +17,7 @@ from faithbench.models import load_model
 from faithbench.models.adapter import ModelAdapter
 from faithbench.models.bcosify import bcosify
 from faithbench.models.data.mnist import MNIST_MEAN, MNIST_STD
-from faithbench.models.data.truth import truth_images
+from faithbench.models.truth.image_data import truth_images
 from faithbench.models.encoding import bcos_inverse
 from faithbench.models.nets.architectures import ConvDigitNet, bcos_digit_cnn
 

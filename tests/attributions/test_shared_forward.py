@@ -5,7 +5,7 @@ import torch
 
 from faithbench.attributions import UnsupportedMethodError, get_method
 from faithbench.attributions.shared_forward import first_equal, has_repeats, occurrences
-from faithbench.bench.run.cost import measuring
+from faithbench.bench.run.counters import measuring
 from tests.attributions.test_methods import FAST, MODELS
 
 SHARING = ["gradient", "input_x_gradient", "integrated_gradients", "gradcam", "lrp", "native", "native_normalised"]

@@ -33,7 +33,7 @@ EXPECTED_REFUSALS = {
     ("aloe_vit_mnist", "deeplift"),
 }
 
-# The test bed's models (models/zoo/catalog.py TEST_BED) refuse what their kind refuses.
+# The test bed's models (models/zoo/entries.py TEST_BED) refuse what their kind refuses.
 _TEST_BED_REFUSALS = {
     "cnn_gap_mnist": ("native", "native_normalised", "attention_rollout"),
     "bcosified_cnn_gap_mnist": ("attention_rollout",),

@@ -10,11 +10,11 @@ import torch
 from faithbench.attributions import UnsupportedMethodError, get_method
 from faithbench.bench.cli import main
 from faithbench.bench.report.card import card_text, paired_auroc, report_card, truth_tau
-from faithbench.bench.report.stats import LeaderboardStats
+from faithbench.bench.report.statistics_section import LeaderboardStats
 from faithbench.bench.run.suite import build_suite, load_suite
 from faithbench.errors import UserError
 from faithbench.models import load_model
-from faithbench.models.data.truth import truth_images
+from faithbench.models.truth.image_data import truth_images
 
 TRUTH = load_model("truth_additive")
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from faithbench.bench.cli import main
-from faithbench.bench.report.compare import compare
+from faithbench.bench.report.gate import compare
 
 REF = Path(__file__).resolve().parents[2] / "results" / "reference" / "smoke"
 CI = ["--two-sided", "--tolerance", "1e-6", "--rel-tolerance", "1e-3"]  # .ci/run's flags

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from faithbench.attributions import get_method
-from faithbench.bench.run.cost import measuring
+from faithbench.bench.run.counters import measuring
 from tests.attributions.test_methods import MODELS
 
 

@@ -16,7 +16,7 @@ from PIL import Image
 from faithbench.bench.report import cost, curves, heatmap, panel
 from faithbench.bench.report.figures import write_plots
 from faithbench.bench.report.order import method_colour
-from faithbench.bench.report.stats import LeaderboardStats
+from faithbench.bench.report.statistics_section import LeaderboardStats
 from faithbench.bench.report.style import MAX_PX
 
 matplotlib.use("Agg")

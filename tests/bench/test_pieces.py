@@ -18,7 +18,7 @@ from faithbench.bench.run import runner, work
 from faithbench.bench.run.claims import Claims
 from faithbench.bench.run.pieces import merge_pieces
 from faithbench.bench.run.plan import plan
-from faithbench.bench.run.status import run_status
+from faithbench.bench.run.progress import run_status
 from faithbench.bench.run.suite import build_suite
 
 SUITE = {

@@ -16,9 +16,9 @@ from faithbench.attributions import CONTROLS
 from faithbench.bench.cli import main
 from faithbench.bench.run import runner, work
 from faithbench.bench.run.folder_lock import FolderLock
-from faithbench.bench.run.rescore import rescore
+from faithbench.bench.run.rescoring import rescore
 from faithbench.bench.run.results import with_job_columns
-from faithbench.bench.run.tables import LEGACY_CONTROLS
+from faithbench.bench.run.tidy import LEGACY_CONTROLS
 
 SUITE = """
 name = "store"

@@ -13,13 +13,13 @@ import pytest
 
 from faithbench.attributions import CONTROLS
 from faithbench.bench.cli import main
-from faithbench.bench.report.compare import compare, paired_bootstrap
+from faithbench.bench.report.gate import compare, paired_bootstrap
 from faithbench.bench.run import runner, work
 from faithbench.bench.run.intervals import summarise
 from faithbench.bench.run.plan import jobs
 from faithbench.bench.run.suite import load_suite, with_overrides
 from faithbench.bench.run.suite_files import available_suites
-from faithbench.bench.run.tables import RESULT_COLUMNS
+from faithbench.bench.run.tidy import RESULT_COLUMNS
 
 TINY = """
 name = "tiny"
@@ -581,7 +581,7 @@ def test_rescore_replays_the_stored_maps_exactly_and_reports_flips(tmp_path, cap
     assert stored == [f"cnn_mnist__{m}.pt" for m in methods]  # the corruption controls ask the model: stored
     base = pd.read_csv(out / "results.csv").set_index(["method", "metric"])
 
-    from faithbench.bench.run import rescore as rescore_module
+    from faithbench.bench.run import rescoring as rescore_module
 
     calls = []
     original = rescore_module.get_method

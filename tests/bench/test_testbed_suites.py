@@ -2,7 +2,7 @@
 
 from faithbench.bench.run.plan import metric_jobs
 from faithbench.bench.run.suite import load_suite
-from faithbench.models.zoo.catalog import TEST_BED
+from faithbench.models.zoo.entries import TEST_BED
 
 
 def _config(suite, metric):

@@ -121,7 +121,7 @@ def _text_folder(tmp_path, kind: str, folder: Path | None = None) -> Path:
 
     import transformers
 
-    from faithbench.models.nets.text import minilm_folder
+    from faithbench.models.nets.text_transformer import minilm_folder
 
     torch.manual_seed(0)
     small = {"vocab_size": 30522, "max_position_embeddings": 512, "num_labels": 2}

@@ -14,7 +14,7 @@ from scipy import stats
 
 from faithbench.bench.cli import main
 from faithbench.bench.report.paper_claims import CLAIMS_FILE, Row, load_claims
-from faithbench.bench.report.verdicts import (
+from faithbench.bench.report.claim_verdicts import (
     RunData,
     accuracy_difference,
     combined,

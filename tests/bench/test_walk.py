@@ -66,7 +66,7 @@ def test_a_job_enters_no_registry_and_no_suite_lookup(tmp_path, monkeypatch):
         assert rooms <= {
             "bench/run/plan.py",
             "bench/run/results.py",
-            "bench/run/tables.py",  # the result rows of each finished unit, for the tables
+            "bench/run/tidy.py",  # the result rows of each finished unit, for the tables
             "bench/run/pieces.py",
             "bench/run/claims.py",
             "bench/run/work.py",  # the worker's own state (entered back from the writer's callbacks)

@@ -13,7 +13,7 @@ from scipy.stats import spearmanr
 from faithbench.attributions import get_method
 from faithbench.metrics.registry import METRICS
 from faithbench.metrics.spec import Unit
-from faithbench.metrics.truth import (
+from faithbench.metrics.truth_agreement import (
     CORRELATION,
     MASS,
     TruthConfig,
@@ -25,9 +25,9 @@ from faithbench.metrics.truth import (
 )
 from faithbench.models import load_model
 from faithbench.models.adapter import ModelAdapter
-from faithbench.models.data.truth import truth_images
-from faithbench.models.nets.truth import DEFAULT_LAYOUT
-from faithbench.models.truth import IDENTITY, cell_truth
+from faithbench.models.truth.image_data import truth_images
+from faithbench.models.truth.image_nets import DEFAULT_LAYOUT
+from faithbench.models.truth.image_exact import IDENTITY, cell_truth
 from tests.helpers import small_cnn
 
 # Small integers: many ties, exactly representable, so rescaling by a power of two changes no order.

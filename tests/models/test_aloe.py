@@ -10,7 +10,7 @@ from faithbench.models.data.mnist import MNIST_MEAN, MNIST_STD
 from faithbench.models.encoding import bcos_inverse, normalized
 from faithbench.models.nets.aloe import AlignmentConfig, aligned_depths, alignment_loss
 from faithbench.models.nets.architectures import digit_vit
-from faithbench.models.zoo.catalog import RECIPES
+from faithbench.models.zoo.entries import RECIPES
 
 
 def test_local_term_sums_over_three_depths_by_default_and_averages_on_request():

@@ -5,9 +5,9 @@ import torch
 from bcos.common import explanation_mode
 from bcos.modules import BcosLinear
 
-from faithbench.models.checkpoints.hf import load_tokenizer
+from faithbench.models.checkpoints.hf_bert import load_tokenizer
 from faithbench.models.nets.bcos_text import bcos_text_transformer
-from faithbench.models.nets.text import TextTransformer, minilm_classifier
+from faithbench.models.nets.text_transformer import TextTransformer, minilm_classifier
 
 
 def small(seed: int = 0) -> TextTransformer:

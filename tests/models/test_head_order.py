@@ -141,7 +141,7 @@ def test_bce_uniform_puts_one_over_c_on_the_other_classes():
 
 
 def test_every_vision_bcos_recipe_records_its_target_encoding():
-    from faithbench.models.zoo.catalog import RECIPES
+    from faithbench.models.zoo.entries import RECIPES
 
     vision_bcos = [r for _, r in RECIPES.items() if r.modality == "image" and r.family in ("bcos", "bcosified", "aloe")]
     assert len(vision_bcos) >= 12

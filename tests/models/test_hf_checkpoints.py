@@ -7,7 +7,7 @@ import torch
 import transformers
 
 from faithbench.errors import UserError
-from faithbench.models.checkpoints.hf import (
+from faithbench.models.checkpoints.hf_bert import (
     CHECKPOINTS,
     from_hf_model,
     geometry,
@@ -156,7 +156,7 @@ def cache_checkpoint(hf_home, repo: str, model, tokenizer_json) -> None:
 
 
 def test_a_cached_checkpoint_is_read_offline_and_checked_against_the_published_geometry(monkeypatch, tmp_path):
-    from faithbench.models.nets.text import minilm_folder
+    from faithbench.models.nets.text_transformer import minilm_folder
 
     offline(monkeypatch, tmp_path)
     monkeypatch.delenv("HF_HUB_OFFLINE")  # require() finds it cached and sets the offline variables itself
@@ -197,7 +197,7 @@ def test_zoo_text_builds_no_gpu_preset_and_no_checkpoint_recipe(monkeypatch, cap
 
 
 def test_every_offline_text_recipe_starts_from_weights_that_fit_its_architecture():
-    from faithbench.models.zoo.text import TEXT_RECIPES, starting_point
+    from faithbench.models.zoo.text_recipes import TEXT_RECIPES, starting_point
 
     for recipe in TEXT_RECIPES:
         if not recipe.downloads:

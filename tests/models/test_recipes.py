@@ -14,7 +14,7 @@ from faithbench.models.bcosify import bcosify
 from faithbench.models.data.mnist import MNIST_MEAN, MNIST_STD, Split
 from faithbench.models.encoding import bcos_inverse, normalized
 from faithbench.models.nets.architectures import GapDigitNet, bcos_digit_cnn, bcos_digit_vit, bcos_gap_cnn
-from faithbench.models.zoo.catalog import RECIPES
+from faithbench.models.zoo.entries import RECIPES
 from faithbench.models.zoo.recipes import bcos_cnn, bcosified
 from faithbench.models.zoo.training import accuracy, random_placement, train_classifier
 from tests.models.test_native import _LeafPositionalEmbedding, images

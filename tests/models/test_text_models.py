@@ -3,8 +3,8 @@ BertModel on the same MiniLM checkpoint), not against a live download."""
 
 import torch
 
-from faithbench.models.checkpoints.hf import load_tokenizer
-from faithbench.models.nets.text import minilm_classifier
+from faithbench.models.checkpoints.hf_bert import load_tokenizer
+from faithbench.models.nets.text_transformer import minilm_classifier
 
 SENTENCE = "A gripping, beautifully acted film about grief."
 IDS = [101, 1037, 13940, 1010, 17950, 6051, 2143, 2055, 9940, 1012, 102]

@@ -5,8 +5,8 @@ import torch
 from torch import nn
 
 from faithbench.bench.run.suite import load_suite
-from faithbench.models.zoo import text as text_zoo
-from faithbench.models.zoo.catalog import RECIPES
+from faithbench.models.zoo import text_recipes as text_zoo
+from faithbench.models.zoo.entries import RECIPES
 from faithbench.models.zoo.text_training import Plateau
 
 

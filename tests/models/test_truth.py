@@ -11,8 +11,8 @@ from faithbench.attributions import get_method
 from faithbench.bench.run.data import DATASETS
 from faithbench.models import MODELS, load_model
 from faithbench.models.adapter import ModelAdapter, input_x_gradient
-from faithbench.models.data.truth import truth_images
-from faithbench.models.nets.truth import (
+from faithbench.models.truth.image_data import truth_images
+from faithbench.models.truth.image_nets import (
     ALPHA,
     DEFAULT_LAYOUT,
     GAMMA,
@@ -26,7 +26,7 @@ from faithbench.models.nets.truth import (
     noise_pattern,
     template,
 )
-from faithbench.models.truth import IDENTITY, GroundTruth, cell_truth, true_attribution, true_support
+from faithbench.models.truth.image_exact import IDENTITY, GroundTruth, cell_truth, true_attribution, true_support
 from tests.helpers import small_cnn
 
 N = 48

@@ -11,11 +11,11 @@ from faithbench.bench.run.data import DATASETS
 from faithbench.metrics.erasure import comprehensiveness_sufficiency
 from faithbench.metrics.registry import METRICS
 from faithbench.metrics.spec import Unit
-from faithbench.metrics.truth import CORRELATION, MASS, TruthConfig, truth_correlation, truth_mass
+from faithbench.metrics.truth_agreement import CORRELATION, MASS, TruthConfig, truth_correlation, truth_mass
 from faithbench.models import MODELS, load_model
-from faithbench.models.checkpoints.hf import load_tokenizer
-from faithbench.models.data.truth_text import MAX_TOKENS, lexicon_ids, truth_sentences
-from faithbench.models.nets.truth_text import (
+from faithbench.models.checkpoints.hf_bert import load_tokenizer
+from faithbench.models.truth.token_data import MAX_TOKENS, lexicon_ids, truth_sentences
+from faithbench.models.truth.token_nets import (
     ALPHA,
     CLASSES,
     FILLERS,
@@ -28,7 +28,7 @@ from faithbench.models.nets.truth_text import (
     TAU,
     lexicon,
 )
-from faithbench.models.truth_text import TableEncoding, TokenTruth, roll_features, token_features, token_truth
+from faithbench.models.truth.token_exact import TableEncoding, TokenTruth, roll_features, token_features, token_truth
 
 N = 48
 MODEL = load_model("truth_tokens")

@@ -3,7 +3,7 @@
 Each metric config declares, as data, the settings that change only how stored maps are scored and their
 alternatives (``protocols``, a class attribute: e.g. ``{"baseline": ("mean", "blur", "value")}``). A protocol
 is the run's settings with one such key of one table set to one other alternative (one at a time, not their
-product), re-scored by :func:`~faithbench.bench.run.rescore.rescore` into ``RUN/rescored/<TABLE.KEY=VALUE>``.
+product), re-scored by :func:`~faithbench.bench.run.rescoring.rescore` into ``RUN/rescored/<TABLE.KEY=VALUE>``.
 The comparison of the rankings (``protocols.csv``) is the report's: :mod:`faithbench.bench.report.protocols`.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from faithbench.bench.run.rescore import folder_name, rescore
+from faithbench.bench.run.rescoring import folder_name, rescore
 from faithbench.bench.run.results import RunStore
 from faithbench.bench.run.suite import Suite, recorded_suite
 from faithbench.errors import UserError

@@ -1,6 +1,6 @@
 """The exact attribution of the hand-set models (the ground-truth tier), and their adapters.
 
-For :class:`~faithbench.models.nets.truth.PatchAdditiveNet`, ``f_c(x) = sum_{m,k} W[c,m,k] relu(s_mk + b_m)``
+For :class:`~faithbench.models.truth.image_nets.PatchAdditiveNet`, ``f_c(x) = sum_{m,k} W[c,m,k] relu(s_mk + b_m)``
 (+ a constant) with ``s_mk = <d_m, x_k>`` the response of channel ``m`` to cell ``k``. Per cell:
 
     T_k = g_{c,k}(x_k) - g_{c,k}(0),     g_{c,k}(x_k) = sum_m W[c,m,k] relu(<d_m, x_k> + b_m)
@@ -29,7 +29,7 @@ from torch import Tensor
 
 from faithbench.models.adapter import ModelAdapter, ModelSpec
 from faithbench.models.encoding import InputEncoding
-from faithbench.models.nets.truth import (
+from faithbench.models.truth.image_nets import (
     DEFAULT_LAYOUT,
     MOTIF_NAMES,
     PATCH,

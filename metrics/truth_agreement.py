@@ -1,6 +1,6 @@
 """Agreement with the exact attribution of models whose attribution is known by construction (the ground-truth tier).
 
-A hand-set model's adapter carries its truth (``ModelAdapter.truth``; :mod:`faithbench.models.truth`): the (B, H, W)
+A hand-set model's adapter carries its truth (``ModelAdapter.truth``; :mod:`faithbench.models.truth.image_exact`): the (B, H, W)
 (text: (B, T)) exact attribution ``t`` of the explained logit, and the cell of every pixel. Both metrics compare a
 method's map ``a`` with ``t`` feature by feature, at the resolution ``[truth] resolution`` names:
 
@@ -11,7 +11,7 @@ method's map ``a`` with ``t`` feature by feature, at the resolution ``[truth] re
   for every method on the linear cells and on the suite's data for its labels, a convention elsewhere
   (``docs/ground-truth.md``).
 
-On a token model (:mod:`faithbench.models.truth_text`) a feature is a word (not [CLS], [SEP] or padding) and the
+On a token model (:mod:`faithbench.models.truth.token_exact`) a feature is a word (not [CLS], [SEP] or padding) and the
 resolution does not apply: the token truth is exact for every input and target.
 
 Models without a truth get no row (the metrics do not apply). The ``oracle`` control is scored with the truth

@@ -16,11 +16,11 @@ from functools import lru_cache, partial
 import torch
 from torch import Tensor, nn
 
-from faithbench.models.checkpoints.hf import CHECKPOINTS, pretrained_transformer
+from faithbench.models.checkpoints.hf_bert import CHECKPOINTS, pretrained_transformer
 from faithbench.models.data.hf import HF_DATASETS, load_hf_split
 from faithbench.models.data.text import BBC_CLASSES, bbc_news, rotten_tomatoes
 from faithbench.models.nets.bcos_text import bcos_text_transformer
-from faithbench.models.nets.text import WORDPIECE, TextTransformer, minilm_classifier
+from faithbench.models.nets.text_transformer import WORDPIECE, TextTransformer, minilm_classifier
 from faithbench.models.text_encoding import tokenize, vocabulary
 from faithbench.models.zoo.recipes import Recipe
 from faithbench.models.zoo.text_training import BestCheckpoint, Plateau, text_logits, train_text_classifier
@@ -174,7 +174,7 @@ def text_recipe(
 ) -> Recipe:
     """A conventional (``b`` None) or B-cos sentiment / topic classifier: MiniLM's first ``depth`` blocks on
     Rotten Tomatoes (offline), or a BERT-family ``checkpoint`` on a Hugging Face ``dataset`` (both from the
-    Hugging Face cache: :mod:`faithbench.models.checkpoints.hf`, :mod:`faithbench.models.data.hf`). ``gpu``: a GPU
+    Hugging Face cache: :mod:`faithbench.models.checkpoints.hf_bert`, :mod:`faithbench.models.data.hf`). ``gpu``: a GPU
     preset, built only
     when named. ``plateau`` (``{"min_delta": ..., "patience": ...}``): ``epochs`` is then a budget, and training
     stops once validation accuracy plateaus (:class:`Plateau`). ``budget`` (``{"warmup": ..., "checks_per_epoch":

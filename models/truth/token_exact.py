@@ -1,6 +1,6 @@
 """The exact attribution of the hand-set token classifier (the token side of the ground-truth tier), and its adapters.
 
-For :class:`~faithbench.models.nets.truth_text.TokenAdditiveNet`, ``f_c(x) = sum_t g_c(x_t)`` (+ a constant) with
+For :class:`~faithbench.models.truth.token_nets.TokenAdditiveNet`, ``f_c(x) = sum_t g_c(x_t)`` (+ a constant) with
 ``g_c(e) = sum_m W[c, m] relu(<d_m, e> + b_m)`` and ``g_c(0) = 0`` (every bias is <= 0). Take the token positions as
 players ([CLS] and [SEP] included) and an absent token as the zero embedding (padding: what LIME, Shapley sampling,
 Integrated Gradients' baseline and comprehensiveness / sufficiency with ``pad-token`` put there). The game is
@@ -24,9 +24,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from faithbench.models.adapter import ModelAdapter, ModelSpec
-from faithbench.models.data.truth_text import MAX_TOKENS, lexicon_ids
-from faithbench.models.nets.text import WORDPIECE
-from faithbench.models.nets.truth_text import CLASSES, ROLES, TokenAdditiveNet, lexicon, token_additive_net
+from faithbench.models.truth.token_data import MAX_TOKENS, lexicon_ids
+from faithbench.models.nets.text_transformer import WORDPIECE
+from faithbench.models.truth.token_nets import CLASSES, ROLES, TokenAdditiveNet, lexicon, token_additive_net
 from faithbench.models.text_encoding import TokenEncoding, vocabulary
 
 DATASET = "truth-text"

@@ -1,4 +1,4 @@
-"""BERT-family checkpoints from Hugging Face as :class:`~faithbench.models.nets.text.TextTransformer` s.
+"""BERT-family checkpoints from Hugging Face as :class:`~faithbench.models.nets.text_transformer.TextTransformer` s.
 
 ``bert-base-uncased``, ``distilbert-base-uncased`` and ``roberta-base`` are read with ``transformers`` from the
 local Hugging Face cache (absent and offline: one line naming the checkpoint and how to get it, see
@@ -25,7 +25,7 @@ from torch import nn
 from faithbench.errors import UserError
 from faithbench.models.checkpoints.hub import hf_hub_cache
 from faithbench.models.data.hf import require
-from faithbench.models.nets.text import WORDPIECE, TextTransformer, bert_key, checkpoint_key, minilm_folder
+from faithbench.models.nets.text_transformer import WORDPIECE, TextTransformer, bert_key, checkpoint_key, minilm_folder
 
 
 @dataclass(frozen=True)

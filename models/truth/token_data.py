@@ -1,7 +1,7 @@
 """The token ground-truth tier's data: seeded sentences whose evidence, shared noise and distractors are known words.
 
 A sentence of class ``c`` (labels balanced, shuffled) is a bag of WordPiece words of the hand-set lexicon
-(:mod:`faithbench.models.nets.truth_text`), in a random order, written ``[CLS] words [SEP]`` and padded with [PAD] to
+(:mod:`faithbench.models.truth.token_nets`), in a random order, written ``[CLS] words [SEP]`` and padded with [PAD] to
 the longest row (as the other text data sets):
 
 * **evidence**: a non-empty subset of {keyword slot 1, keyword slot 2, linear slot}, each of the 7 subsets equally
@@ -20,9 +20,9 @@ from functools import lru_cache
 import torch
 from torch import Tensor
 
-from faithbench.models.checkpoints.hf import load_tokenizer
-from faithbench.models.nets.text import WORDPIECE
-from faithbench.models.nets.truth_text import (
+from faithbench.models.checkpoints.hf_bert import load_tokenizer
+from faithbench.models.nets.text_transformer import WORDPIECE
+from faithbench.models.truth.token_nets import (
     CLASSES,
     FILLERS,
     KEYWORDS,

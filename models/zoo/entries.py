@@ -20,7 +20,7 @@ from faithbench.models.zoo.recipes import (
     from_scratch,
     no_training,
 )
-from faithbench.models.zoo.text import TEXT_RECIPES
+from faithbench.models.zoo.text_recipes import TEXT_RECIPES
 from faithbench.registry import Registry
 
 CANVAS = 36  # GAP models train on digits placed at random on a 36 px black canvas (translation, background)

@@ -1,7 +1,7 @@
 """The ground-truth tier's data: seeded images whose class evidence, shared noise and distractors sit in known cells.
 
 An image (1, grid * 7, grid * 7) in [0, 1] of class ``c`` (labels balanced, shuffled) is built cell by cell on
-the board of a :class:`~faithbench.models.nets.truth.Layout`:
+the board of a :class:`~faithbench.models.truth.image_nets.Layout`:
 
 * **evidence**: a non-empty subset of {detector cells..., linear cell}, each of the ``2^n - 1`` subsets equally
   likely; a chosen detector cell holds the class motif ``v M_c`` with ``v ~ U(0.5, 1)``, the linear cell the
@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from faithbench.models.nets.truth import DEFAULT_LAYOUT, PATCH, Layout, blob, motifs, noise_pattern
+from faithbench.models.truth.image_nets import DEFAULT_LAYOUT, PATCH, Layout, blob, motifs, noise_pattern
 
 DETECTOR_INTENSITY = (0.5, 1.0)
 LINEAR_INTENSITY = (0.2, 0.4)
