@@ -1,6 +1,7 @@
 """Controls of the ground-truth tier: a hand-set model's exact attribution, and planted unfaithful versions of it.
 
-Models whose attribution is known by construction carry it (``ModelAdapter.truth``; :mod:`faithbench.models.truth.image_exact`).
+Models whose attribution is known by construction carry it (``ModelAdapter.truth``;
+:mod:`faithbench.models.truth.image_exact`).
 These methods explain such a model with that truth, or with a corruption of it, so every metric can be asked whether
 it tells the faithful map from the unfaithful ones (the report card's AUROC):
 

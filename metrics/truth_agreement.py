@@ -1,6 +1,7 @@
 """Agreement with the exact attribution of models whose attribution is known by construction (the ground-truth tier).
 
-A hand-set model's adapter carries its truth (``ModelAdapter.truth``; :mod:`faithbench.models.truth.image_exact`): the (B, H, W)
+A hand-set model's adapter carries its truth (``ModelAdapter.truth``; :mod:`faithbench.models.truth.image_exact`):
+the (B, H, W)
 (text: (B, T)) exact attribution ``t`` of the explained logit, and the cell of every pixel. Both metrics compare a
 method's map ``a`` with ``t`` feature by feature, at the resolution ``[truth] resolution`` names:
 

@@ -40,8 +40,8 @@ class ModelAdapter:
         modality: ``image``, or ``text`` (inputs are token ids, encoded to embeddings (B, D, T):
             :mod:`faithbench.models.text_encoding`; a token is a feature).
         truth: ``(inputs, targets) -> (B, H, W)`` (text: (B, T)) the exact attribution of models whose attribution
-            is known by construction (the hand-set models of :mod:`faithbench.models.truth.image_exact`, its ``cells`` attribute
-            the (H, W) cell of every pixel, where the truth is exact; the token models of
+            is known by construction (the hand-set models of :mod:`faithbench.models.truth.image_exact`, its
+            ``cells`` attribute the (H, W) cell of every pixel, where the truth is exact; the token models of
             :mod:`faithbench.models.truth.token_exact`, exact per token, ``cells`` None); None for every other model.
     """
 

@@ -8,10 +8,10 @@ from collections.abc import Callable
 import torch
 
 from faithbench.models import zoo
-from faithbench.models.truth import image_exact, token_exact
 from faithbench.models.adapter import ModelAdapter, ModelSpec
 from faithbench.models.checkpoints import bcosified_hub, hub
 from faithbench.models.text_encoding import text_adapter
+from faithbench.models.truth import image_exact, token_exact
 from faithbench.registry import Registry
 
 MODELS: Registry[ModelSpec] = Registry("model")

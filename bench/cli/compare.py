@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from faithbench.bench.cli.catalog import float_floors
-from faithbench.bench.report.gate import FAILING, compare
 from faithbench.bench.report.formats import to_text
+from faithbench.bench.report.gate import FAILING, compare
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

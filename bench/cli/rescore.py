@@ -13,8 +13,8 @@ from faithbench.bench.cli.run import no_progress_bars, say
 from faithbench.bench.report.build import report, to_text
 from faithbench.bench.report.formats import WIDTH
 from faithbench.bench.report.protocols import EVERY, PROTOCOLS_CSV, SUMMARY_CSV, write_protocols
-from faithbench.bench.run.sweep import Protocol, sweep
 from faithbench.bench.run.rescoring import parse_settings, rescore
+from faithbench.bench.run.sweep import Protocol, sweep
 from faithbench.errors import UserError
 
 

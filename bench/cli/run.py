@@ -21,10 +21,10 @@ from faithbench.bench.run.data import DATASETS, load_data
 from faithbench.bench.run.estimate import estimate
 from faithbench.bench.run.launch import SlurmSettings, submit, wait_for
 from faithbench.bench.run.plan import plan
+from faithbench.bench.run.progress import plan_table
 from faithbench.bench.run.question import question
 from faithbench.bench.run.results import read_results
 from faithbench.bench.run.runner import Terminated, run
-from faithbench.bench.run.progress import plan_table
 from faithbench.bench.run.suite import Suite, build_suite, load_suite, with_overrides
 from faithbench.bench.run.suite_files import import_plugins, tier_folder
 from faithbench.errors import UserError

@@ -1,5 +1,5 @@
-"""``python -m bench verdicts RUN_DIR...``: the papers' claims (:mod:`faithbench.bench.report.claim_verdicts`) evaluated from
-finished runs, one row per claim, into ``verdicts.csv`` and ``verdicts.md``.
+"""``python -m bench verdicts RUN_DIR...``: the papers' claims (:mod:`faithbench.bench.report.claim_verdicts`)
+evaluated from finished runs, one row per claim, into ``verdicts.csv`` and ``verdicts.md``.
 
 Each run folder decides the claims of its suite (its ``run.json`` names it). The localisation claims are gated by the
 locality check of every model they name, measured here on the models the runs scored: a zoo model is loaded from the
@@ -15,9 +15,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from faithbench.bench.report.formats import to_text
-from faithbench.bench.report.paper_claims import CLAIMS_FILE, Claim, load_claims
-from faithbench.bench.report.statistics_section import read_samples
 from faithbench.bench.report.claim_verdicts import (
     LOCALITY_FILE,
     RunData,
@@ -26,6 +23,9 @@ from faithbench.bench.report.claim_verdicts import (
     run_data,
     verdict_table,
 )
+from faithbench.bench.report.formats import to_text
+from faithbench.bench.report.paper_claims import CLAIMS_FILE, Claim, load_claims
+from faithbench.bench.report.statistics_section import read_samples
 from faithbench.bench.run.results import read_results
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text

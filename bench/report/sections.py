@@ -11,6 +11,7 @@ import pandas as pd
 
 from faithbench.bench.report.agreement import AGREEMENT_NOTE, agreement_text
 from faithbench.bench.report.card import card_section_note, card_text
+from faithbench.bench.report.claim_verdicts import LOCALITY_FILE, run_claims
 from faithbench.bench.report.cost import explanation_cost
 from faithbench.bench.report.formats import WIDTH, to_markdown, to_text
 from faithbench.bench.report.statistics_section import (
@@ -21,7 +22,6 @@ from faithbench.bench.report.statistics_section import (
     skill_table,
 )
 from faithbench.bench.report.tables import row_order, sort_rows
-from faithbench.bench.report.claim_verdicts import LOCALITY_FILE, run_claims
 from faithbench.bench.run import identity
 
 

@@ -18,11 +18,11 @@ from faithbench.errors import UserError
 from faithbench.models.data.hf import HF_DATASETS, load_hf_split
 from faithbench.models.data.splits import image_splits
 from faithbench.models.data.text import bbc_news, rotten_tomatoes
-from faithbench.models.truth.image_data import truth_images
-from faithbench.models.truth.token_data import truth_sentences
 from faithbench.models.nets.text_transformer import WORDPIECE
 from faithbench.models.registry import MODELS
 from faithbench.models.text_encoding import tokenize
+from faithbench.models.truth.image_data import truth_images
+from faithbench.models.truth.token_data import truth_sentences
 from faithbench.registry import Registry
 
 

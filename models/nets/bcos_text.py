@@ -1,4 +1,5 @@
-"""The B-cos LM conversion of :class:`~faithbench.models.nets.text_transformer.TextTransformer` (the B-cos LM seed, issue 14).
+"""The B-cos LM conversion of :class:`~faithbench.models.nets.text_transformer.TextTransformer` (the B-cos LM seed,
+issue 14).
 
 As the seed's ``load_from_pretrained``: every bias is dropped (attention, feed-forward, LayerNorm, pooler,
 classifier); the attention output, feed-forward, pooler and classifier become B-cos linear layers (the ``bcos``

@@ -7,7 +7,8 @@ pixels (cell ``k = row * grid + column``) and scores class ``c`` as
 
 with hand-set kernels ``d_m`` (one per channel ``m``), channel biases ``b_m <= 0``, head weights ``W`` and class
 biases ``beta_c`` (all 0). Each term depends on one cell only, so the logit is a sum of per-cell functions
-``g_{c,k}(x_k)`` and its exact attribution is known (:mod:`faithbench.models.truth.image_exact`; ``docs/ground-truth.md``).
+``g_{c,k}(x_k)`` and its exact attribution is known (:mod:`faithbench.models.truth.image_exact`;
+``docs/ground-truth.md``).
 It is one strided convolution, a ReLU, a flatten and a linear layer, so every CNN method (gradients, LRP,
 DeepLift, GradCAM on ``detect``, occlusion-style sampling) applies to it.
 

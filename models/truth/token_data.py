@@ -22,6 +22,7 @@ from torch import Tensor
 
 from faithbench.models.checkpoints.hf_bert import load_tokenizer
 from faithbench.models.nets.text_transformer import WORDPIECE
+from faithbench.models.text_encoding import pad_rows, vocabulary
 from faithbench.models.truth.token_nets import (
     CLASSES,
     FILLERS,
@@ -32,7 +33,6 @@ from faithbench.models.truth.token_nets import (
     SUPPRESSOR_WORD,
     lexicon,
 )
-from faithbench.models.text_encoding import pad_rows, vocabulary
 
 NOISE_COUNT = (0, 3)  # copies of the noise word (and as many of the suppressor word)
 FILLER_COUNT = (2, 6)

@@ -24,10 +24,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from faithbench.models.adapter import ModelAdapter, ModelSpec
-from faithbench.models.truth.token_data import MAX_TOKENS, lexicon_ids
 from faithbench.models.nets.text_transformer import WORDPIECE
-from faithbench.models.truth.token_nets import CLASSES, ROLES, TokenAdditiveNet, lexicon, token_additive_net
 from faithbench.models.text_encoding import TokenEncoding, vocabulary
+from faithbench.models.truth.token_data import MAX_TOKENS, lexicon_ids
+from faithbench.models.truth.token_nets import CLASSES, ROLES, TokenAdditiveNet, lexicon, token_additive_net
 
 DATASET = "truth-text"
 

@@ -8,8 +8,8 @@ as a bag of words:
 
 with hand-set kernels ``d_m`` (one per channel ``m``), channel biases ``b_m <= 0`` and head weights ``W``. Each term
 reads one token position, so the logit is a sum of per-token functions and ``g_c(0) = 0`` (every bias is <= 0): the
-exact attribution of a token is ``g_c(x_t)`` (:mod:`faithbench.models.truth.token_exact`; ``docs/ground-truth.md``). It is
-one 1-wide convolution over the tokens (``detect``), a ReLU, a sum over positions and a linear layer (``head``).
+exact attribution of a token is ``g_c(x_t)`` (:mod:`faithbench.models.truth.token_exact`; ``docs/ground-truth.md``).
+It is one 1-wide convolution over the tokens (``detect``), a ReLU, a sum over positions and a linear layer (``head``).
 
 The embedding space (:data:`DIM` = 16) has four kinds of axes: a detector axis ``a_c`` and a linear axis ``l_c`` per
 class, one noise axis ``n`` and seven neutral axes that no kernel reads. A word's embedding is its role's part plus a

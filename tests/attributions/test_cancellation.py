@@ -17,9 +17,9 @@ from faithbench.models import load_model
 from faithbench.models.adapter import ModelAdapter
 from faithbench.models.bcosify import bcosify
 from faithbench.models.data.mnist import MNIST_MEAN, MNIST_STD
-from faithbench.models.truth.image_data import truth_images
 from faithbench.models.encoding import bcos_inverse
 from faithbench.models.nets.architectures import ConvDigitNet, bcos_digit_cnn
+from faithbench.models.truth.image_data import truth_images
 
 GEN = torch.Generator().manual_seed(0)
 G = torch.randn(3, 1, 5, 5, generator=GEN)

@@ -13,7 +13,6 @@ import pytest
 from scipy import stats
 
 from faithbench.bench.cli import main
-from faithbench.bench.report.paper_claims import CLAIMS_FILE, Row, load_claims
 from faithbench.bench.report.claim_verdicts import (
     RunData,
     accuracy_difference,
@@ -23,6 +22,7 @@ from faithbench.bench.report.claim_verdicts import (
     paired_difference,
     verdict,
 )
+from faithbench.bench.report.paper_claims import CLAIMS_FILE, Row, load_claims
 from faithbench.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]

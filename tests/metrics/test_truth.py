@@ -26,8 +26,8 @@ from faithbench.metrics.truth_agreement import (
 from faithbench.models import load_model
 from faithbench.models.adapter import ModelAdapter
 from faithbench.models.truth.image_data import truth_images
-from faithbench.models.truth.image_nets import DEFAULT_LAYOUT
 from faithbench.models.truth.image_exact import IDENTITY, cell_truth
+from faithbench.models.truth.image_nets import DEFAULT_LAYOUT
 from tests.helpers import small_cnn
 
 # Small integers: many ties, exactly representable, so rescaling by a power of two changes no order.

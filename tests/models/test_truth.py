@@ -12,6 +12,7 @@ from faithbench.bench.run.data import DATASETS
 from faithbench.models import MODELS, load_model
 from faithbench.models.adapter import ModelAdapter, input_x_gradient
 from faithbench.models.truth.image_data import truth_images
+from faithbench.models.truth.image_exact import IDENTITY, GroundTruth, cell_truth, true_attribution, true_support
 from faithbench.models.truth.image_nets import (
     ALPHA,
     DEFAULT_LAYOUT,
@@ -26,7 +27,6 @@ from faithbench.models.truth.image_nets import (
     noise_pattern,
     template,
 )
-from faithbench.models.truth.image_exact import IDENTITY, GroundTruth, cell_truth, true_attribution, true_support
 from tests.helpers import small_cnn
 
 N = 48

@@ -15,6 +15,7 @@ from faithbench.metrics.truth_agreement import CORRELATION, MASS, TruthConfig, t
 from faithbench.models import MODELS, load_model
 from faithbench.models.checkpoints.hf_bert import load_tokenizer
 from faithbench.models.truth.token_data import MAX_TOKENS, lexicon_ids, truth_sentences
+from faithbench.models.truth.token_exact import TableEncoding, TokenTruth, roll_features, token_features, token_truth
 from faithbench.models.truth.token_nets import (
     ALPHA,
     CLASSES,
@@ -28,7 +29,6 @@ from faithbench.models.truth.token_nets import (
     TAU,
     lexicon,
 )
-from faithbench.models.truth.token_exact import TableEncoding, TokenTruth, roll_features, token_features, token_truth
 
 N = 48
 MODEL = load_model("truth_tokens")
