@@ -163,16 +163,12 @@ SPEC = MetricSpec(
     float_floor=1e-4,
 )
 
-POSITIONAL_SHARE = MetricSpec(
+POSITIONAL_SHARE = SPEC.variant(
     name="positional_share",
     description="|W(x) p| / |logit - bias|: the share of the logit a ViT's positional embeddings carry (no pixel can)",
-    higher_is_better=False,
     modalities=("image",),
-    scale=100,
-    unit="%",
     evaluate=evaluate_positional,
     cost=positional_cost,
-    config=CompletenessConfig,
-    table="completeness",
     applies=positional_applies,
+    float_floor=0.0,
 )

@@ -112,41 +112,25 @@ ENTROPY = MetricSpec(
     description="Shannon entropy of |a| / sum |a|",
     higher_is_better=False,
     modalities=("image", "text"),
-    scale=1,
     unit="nats",
     cost=cost,
     evaluate=_map_metric(explanation_entropy),
 )
-ENTROPY_NORMALISED = MetricSpec(
+ENTROPY_NORMALISED = ENTROPY.variant(
     name="entropy_normalised",
-    given_maps=True,
     description="entropy divided by ln(number of features), in [0, 1]",
-    higher_is_better=False,
-    modalities=("image", "text"),
-    scale=1,
     unit="",
-    cost=cost,
     evaluate=_map_metric(partial(explanation_entropy, normalise=True)),
 )
-ENTROPY_POSITIVE = MetricSpec(
+ENTROPY_POSITIVE = ENTROPY.variant(
     name="entropy_positive",
-    given_maps=True,
     description="Shannon entropy of max(a, 0) / sum max(a, 0) (the B-cos LM's positive token attributions)",
-    higher_is_better=False,
-    modalities=("image", "text"),
-    scale=1,
-    unit="nats",
-    cost=cost,
     evaluate=_map_metric(partial(explanation_entropy, positive=True)),
 )
-GINI = MetricSpec(
+GINI = ENTROPY.variant(
     name="gini",
-    given_maps=True,
     description="Gini index of |a| (sparseness), in [0, 1)",
     higher_is_better=True,
-    modalities=("image", "text"),
-    scale=1,
     unit="",
-    cost=cost,
     evaluate=_map_metric(gini_index),
 )

@@ -296,17 +296,9 @@ COMPREHENSIVENESS = MetricSpec(
     table="erasure",
     conventions=ERASURE_SUMMARIES,
 )
-SUFFICIENCY = MetricSpec(
+SUFFICIENCY = COMPREHENSIVENESS.variant(
     name="sufficiency",
-    given_maps=True,
     description="p(x) - p(top-k features only), summarised over k",
     higher_is_better=False,
-    modalities=("image", "text"),
-    scale=100,
-    unit="%",
     evaluate=_part("sufficiency"),
-    cost=cost,
-    config=ErasureConfig,
-    table="erasure",
-    conventions=ERASURE_SUMMARIES,
 )

@@ -261,34 +261,30 @@ def cost(unit: Unit, cfg: FlippingConfig) -> tuple[MetricCost, ...]:
     return (*sample_maps_cost(unit), MetricCost(("flipping", cfg), inputs=2 * n * len(cfg.fractions), passes=2))
 
 
-_COMMON = dict(
-    modalities=("image",), scale=1, unit="AUC", config=FlippingConfig, table="flipping", plot="curve", cost=cost
-)
 MORF = MetricSpec(
     name="morf",
     given_maps=True,
     description="class probability as the most relevant blocks are removed first; normalised area",
     higher_is_better=False,
+    unit="AUC",
     evaluate=_evaluate("morf"),
+    cost=cost,
+    config=FlippingConfig,
+    table="flipping",
+    plot="curve",
     curve_label="fraction of blocks removed, most relevant first",
-    **_COMMON,
 )
-LERF = MetricSpec(
+LERF = MORF.variant(
     name="lerf",
-    given_maps=True,
     description="class probability as the least relevant blocks are removed first; normalised area",
     higher_is_better=True,
     evaluate=_evaluate("lerf"),
     curve_label="fraction of blocks removed, least relevant first",
-    **_COMMON,
 )
-SRG = MetricSpec(
+SRG = LERF.variant(
     name="srg",
-    given_maps=True,
     description="symmetric relevance gain: LeRF area minus MoRF area (Blücher et al. 2024)",
-    higher_is_better=True,
     evaluate=_evaluate("srg"),
     curve_label="fraction of blocks removed",
     curve_value_label="p(LeRF) - p(MoRF)",
-    **_COMMON,
 )

@@ -298,7 +298,6 @@ SPEC = MetricSpec(
     name="gridpg",
     description="grid pointing game: positive-attribution share of the explained cell",
     higher_is_better=True,
-    modalities=("image",),
     scale=100,
     unit="%",
     evaluate=evaluate,

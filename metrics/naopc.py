@@ -181,26 +181,22 @@ def cost(unit: Unit, cfg: NaopcConfig) -> tuple[MetricCost, ...]:
     )
 
 
-_COMMON = dict(
+COMPREHENSIVENESS = MetricSpec(
+    name="naopc_comprehensiveness",
+    given_maps=True,
+    description="comprehensiveness (one token removed per step) between the model's own AOPC bounds (NAOPC)",
+    higher_is_better=True,
     modalities=("text",),
     scale=100,
     unit="%",
+    evaluate=_evaluate(0),
+    cost=cost,
     config=NaopcConfig,
     table="naopc",
-    cost=cost,
-    given_maps=True,
 )
-COMPREHENSIVENESS = MetricSpec(
-    name="naopc_comprehensiveness",
-    description="comprehensiveness (one token removed per step) between the model's own AOPC bounds (NAOPC)",
-    higher_is_better=True,
-    evaluate=_evaluate(0),
-    **_COMMON,
-)
-SUFFICIENCY = MetricSpec(
+SUFFICIENCY = COMPREHENSIVENESS.variant(
     name="naopc_sufficiency",
     description="sufficiency (least important token removed first) between the model's own AOPC bounds (NAOPC)",
     higher_is_better=False,
     evaluate=_evaluate(1),
-    **_COMMON,
 )

@@ -195,7 +195,6 @@ SPEC = MetricSpec(
     given_maps=True,
     description="ROAD: accuracy as the most relevant pixels are imputed (noisy linear); mean over fractions",
     higher_is_better=False,
-    modalities=("image",),
     scale=100,
     unit="%",
     evaluate=_evaluate,

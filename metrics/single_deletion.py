@@ -144,25 +144,19 @@ def cost(unit: Unit, cfg: SingleDeletionConfig) -> tuple[MetricCost, ...]:
     return (*sample_maps_cost(unit), MetricCost(("single_deletion", cfg), inputs=n * (cfg.grid**2 + 1)))
 
 
-_COMMON = dict(
-    higher_is_better=True,
-    modalities=("image",),
-    scale=1,
-    unit="rho",
-    config=SingleDeletionConfig,
-    table="single_deletion",
-    cost=cost,
-    given_maps=True,
-)
 SIGNED = MetricSpec(
     name="single_deletion",
+    given_maps=True,
     description="Spearman rho of the map's g x g cell sums and the logit drop when each cell alone is deleted (SDS)",
+    higher_is_better=True,
+    unit="rho",
     evaluate=_evaluate(absolute=False),
-    **_COMMON,
+    cost=cost,
+    config=SingleDeletionConfig,
+    table="single_deletion",
 )
-ABSOLUTE = MetricSpec(
+ABSOLUTE = SIGNED.variant(
     name="single_deletion_absolute",
     description="single_deletion on |map|: the cells ranked by how much evidence they carry, either sign",
     evaluate=_evaluate(absolute=True),
-    **_COMMON,
 )

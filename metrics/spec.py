@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -75,8 +75,9 @@ class MetricSpec:
         config: the typed config class; ``NoConfig`` for none.
         evaluate: the hook ``evaluate(unit, config) -> MetricResult``; ``None`` while no suite of the
             metric's modality exists (``unavailable`` says why).
-        modalities: ``image`` and / or ``text``.
-        scale: multiplies raw scores for reporting (100 where the papers report percent).
+        modalities: ``image`` and / or ``text`` (default: image only).
+        unit: the reported unit ("%", "AUC", "nats"; default none).
+        scale: multiplies raw scores for reporting (100 where the papers report percent; default 1).
         conventions: the metric's named protocol conventions (presets), listed by ``bench list``.
         plot: ``bar`` (per-sample scores by method and model) or ``curve`` (mean curve per method).
         curve_label: x-axis label of the curve plot; ``curve_value_label``: its y-axis label.
@@ -101,9 +102,9 @@ class MetricSpec:
     name: str
     description: str
     higher_is_better: bool
-    modalities: tuple[str, ...]
-    scale: float
-    unit: str
+    modalities: tuple[str, ...] = ("image",)
+    scale: float = 1
+    unit: str = ""
     evaluate: Callable[[Unit, Any], MetricResult] | None
     config: type = NoConfig
     table: str | None = None
@@ -120,6 +121,11 @@ class MetricSpec:
     cost: Callable[[Unit, Any], tuple[MetricCost, ...]] | None = None
     float_floor: float = 0.0
     given_maps: bool = False
+
+    def variant(self, **changes: Any) -> MetricSpec:
+        """A sibling metric of the same module: this spec with ``changes`` (its name, description, hook...), every
+        other field shared (``morf`` and ``lerf`` differ in four fields of fourteen)."""
+        return replace(self, **changes)
 
     def availability(self, modality: str) -> str | None:
         """Why the metric cannot run in a suite of ``modality`` (None: it can). ``list`` and ``run`` both use it."""

@@ -168,29 +168,23 @@ def cost(unit: Unit, cfg: TruthConfig) -> tuple[MetricCost, ...]:
     return () if unit.method.capabilities.ground_truth else sample_maps_cost(unit)
 
 
-_COMMON = dict(
+CORRELATION = MetricSpec(
+    name="truth_correlation",
+    description="Spearman rank correlation with the exact attribution of a hand-set model (per cell by default)",
     higher_is_better=True,
     modalities=("image", "text"),
+    evaluate=_metric(truth_correlation),
+    cost=cost,
     config=TruthConfig,
     table="truth",
     plot="bar",
     applies=applies,
     ground_truth=True,
-    cost=cost,
 )
-CORRELATION = MetricSpec(
-    name="truth_correlation",
-    description="Spearman rank correlation with the exact attribution of a hand-set model (per cell by default)",
-    scale=1,
-    unit="",
-    evaluate=_metric(truth_correlation),
-    **_COMMON,
-)
-MASS = MetricSpec(
+MASS = CORRELATION.variant(
     name="truth_mass",
     description="share of the positive attribution inside the positive exact attribution of a hand-set model",
     scale=100,
     unit="%",
     evaluate=_metric(truth_mass),
-    **_COMMON,
 )

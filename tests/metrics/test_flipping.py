@@ -1,5 +1,7 @@
 """MoRF / LeRF / SRG pixel flipping: hand-computed curves, the SRG formula, properties, fills, one computation."""
 
+from dataclasses import fields
+
 import numpy as np
 import pytest
 import torch
@@ -212,3 +214,13 @@ def test_config_errors_name_the_key_and_the_choices():
         from_table(FlippingConfig, {"block_size": 0}, "[flipping]")
     cfg = from_table(FlippingConfig, {"fractions": [0, 0.5, 1]}, "[flipping]")
     assert cfg.fractions == (0, 0.5, 1) and cfg.fill == "mean" and cfg.readout == "probability"
+
+
+def test_a_variant_shares_every_field_it_does_not_name():
+    named = {"name", "description", "higher_is_better", "evaluate", "curve_label"}
+    for f in fields(MORF):
+        same = getattr(LERF, f.name) == getattr(MORF, f.name)
+        assert same != (f.name in named), f.name
+    srg = (SRG.higher_is_better, SRG.table, SRG.unit, SRG.modalities, SRG.scale)
+    assert srg == (True, "flipping", "AUC", ("image",), 1)
+    assert SRG.curve_value_label == "p(LeRF) - p(MoRF)" and LERF.curve_value_label == MORF.curve_value_label
