@@ -130,6 +130,19 @@ def aopc_bounds(
         baseline: what a removed feature becomes: a scalar or one tensor per sample (``inputs.shape``).
         beam_size: orders kept per step of the beam search (the authors' 5 for long inputs).
         exact_max: samples with at most this many features are solved exactly (2^n model inputs each).
+
+    Example:
+        >>> import torch
+        >>> weights = torch.tensor([[3.0, 1.0, 0.0, 2.0]])  # an additive text model: logit 0 = sum of the kept weights
+        >>> def forward(ids):
+        ...     return torch.stack([(ids * weights).sum(1), torch.zeros(len(ids))], 1)
+        >>> ids, target, mask = torch.ones(1, 4), torch.tensor([0]), torch.ones(1, 4, dtype=torch.bool)
+        >>> from faithbench.metrics.aopc_bounds import aopc_bounds
+        >>> bounds = aopc_bounds(forward, ids, target, mask, baseline=0.0, activation="identity")
+        >>> bounds.upper, bounds.lower  # drops (3, 5, 6, 6) removing 3, 2, 1, 0; (0, 1, 3, 6) removing 0, 1, 2, 3
+        (tensor([5.], dtype=torch.float64), tensor([2.5000], dtype=torch.float64))
+        >>> bounds.exact
+        tensor([True])
     """
     check_tensor(inputs, "inputs")
     check_positive_int(beam_size, "beam_size")

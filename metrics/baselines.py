@@ -79,6 +79,15 @@ def removal_baseline(
     colour is theirs, so it is the same for every model and every shard). Returns a tensor
     broadcastable to the encoded samples ((1, C, 1, 1), or (B, C, H, W) per sample), or 0.0 for
     ``model-input-zero``.
+
+    Example:
+        >>> import torch
+        >>> from faithbench.metrics.baselines import removal_baseline
+        >>> images = torch.stack([torch.zeros(1, 2, 2), torch.ones(1, 2, 2)])
+        >>> removal_baseline(lambda x: x, images[:1], images, "mean").flatten()  # the data set's mean colour, encoded
+        tensor([0.5000])
+        >>> removal_baseline(lambda x: x, images[:1], images, "value", value=0.25).flatten()
+        tensor([0.2500])
     """
     check_choice(kind, "baseline", BASELINES)
     if kind == "model-input-zero":

@@ -40,6 +40,13 @@ def completeness_gap(attributions: Tensor, reference: Tensor) -> Scores:
     Args:
         attributions: (B, ...) maps (summed over every non-batch dim).
         reference: (B,) the totals the method claims.
+
+    Example:
+        >>> import torch
+        >>> from faithbench.metrics.completeness import completeness_gap
+        >>> maps = torch.tensor([[[1.0, 2.0], [3.0, 4.0]]])  # sums to 10
+        >>> completeness_gap(maps, torch.tensor([8.0])).values  # |10 - 8| / |8|
+        tensor([0.2500])
     """
     check_tensor(attributions, "attributions", min_dim=1, floating=True)
     check_finite(attributions, "attributions")
@@ -101,7 +108,14 @@ def evaluate(unit: Unit, cfg: CompletenessConfig) -> MetricResult:
 
 def positional_share(positional: Tensor, claim: Tensor) -> Tensor:
     """|W(x) p| / |logit - bias| per sample: the share of the logit that the positional embeddings carry (NaN
-    where the claim is 0)."""
+    where the claim is 0).
+
+    Example:
+        >>> import torch
+        >>> from faithbench.metrics.completeness import positional_share
+        >>> positional_share(torch.tensor([0.5, -1.0]), torch.tensor([2.0, 4.0]))  # |0.5| / |2|, |-1| / |4|
+        tensor([0.2500, 0.2500])
+    """
     if positional.shape != claim.shape or positional.dim() != 1:
         raise ValueError(
             f"positional and claim must be (B,) tensors, got {tuple(positional.shape)} and {tuple(claim.shape)}"

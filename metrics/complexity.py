@@ -48,6 +48,15 @@ def explanation_entropy(
     [0, 1] that compares across map sizes. H = 0 for a one-feature map, ln n for a uniform map; lower is
     sparser. Without ``positive`` and mask it equals Quantus ``Complexity(abs=True, normalise=False)``. A map
     with no (positive) mass is undefined: NaN, flagged.
+
+    Example:
+        >>> import torch
+        >>> from faithbench.metrics import explanation_entropy
+        >>> maps = torch.tensor([[[1.0, 1.0], [1.0, 1.0]], [[2.0, -2.0], [0.0, 0.0]]])
+        >>> explanation_entropy(maps).values  # ln 4 (uniform) and ln 2 (two equal |a|)
+        tensor([1.3863, 0.6931])
+        >>> explanation_entropy(maps, normalise=True).values  # divided by ln 4
+        tensor([1.0000, 0.5000])
     """
     a, n, undefined = _distribution(attributions, positive, feature_mask)
     if normalise and bool((n < 2).any()):
@@ -70,6 +79,13 @@ def gini_index(attributions: Tensor, *, feature_mask: Tensor | None = None) -> S
 
     G = 0 for a uniform map and 1 - 1/n for a map with a single non-zero feature. Equals
     Quantus ``Sparseness(abs=True, normalise=False)`` except that Quantus adds 1e-7 to every entry.
+
+    Example:
+        >>> import torch
+        >>> from faithbench.metrics import gini_index
+        >>> maps = torch.tensor([[[1.0, 1.0], [1.0, 1.0]], [[4.0, 0.0], [0.0, 0.0]]])
+        >>> gini_index(maps).values  # 0 for a uniform map, (n - 1) / n when one of n features holds it all
+        tensor([0.0000, 0.7500])
     """
     a, n, undefined = _distribution(attributions, False, feature_mask)
     size = a.shape[1]

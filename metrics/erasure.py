@@ -114,6 +114,21 @@ def comprehensiveness_sufficiency(
         activation: ``softmax``, ``sigmoid`` (B-cos models) or ``identity``.
         chunk_size: perturbed inputs per model call.
         extra: per-sample side inputs for ``forward`` (e.g. ``{"attention_mask": mask}``).
+
+    Example:
+        >>> import torch
+        >>> w = torch.arange(16.0).reshape(1, 1, 4, 4)  # a linear model: logit 0 = sum(w * x), logit 1 = 0
+        >>> def forward(x):
+        ...     return torch.cat([(x * w).flatten(1).sum(1, keepdim=True), torch.zeros(len(x), 1)], 1)
+        >>> x, target = torch.ones(1, 1, 4, 4), torch.tensor([0])  # logit 0 = 120
+        >>> from faithbench.metrics import comprehensiveness_sufficiency
+        >>> out = comprehensiveness_sufficiency(
+        ...     forward, x, w[:, 0], target, fractions=(0.25, 0.5), activation="identity"
+        ... )
+        >>> out.comprehensiveness.curve, out.comprehensiveness.values  # 120 - 66, 120 - 28; their mean
+        (tensor([[54., 92.]]), tensor([73.]))
+        >>> out.sufficiency.curve, out.sufficiency.values  # 120 - 54 (the top 4 kept), 120 - 92
+        (tensor([[66., 28.]]), tensor([47.]))
     """
     check_tensor(inputs, "inputs")
     check_tensor(attributions, "attributions", floating=True)

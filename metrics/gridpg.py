@@ -98,6 +98,17 @@ def grid_pointing_game(
 
     Returns:
         :class:`Scores` with ``values`` and ``undefined`` of shape (G, T); values in [0, 1].
+
+    Example:
+        >>> import torch
+        >>> from faithbench.metrics import grid_pointing_game
+        >>> maps = torch.zeros(1, 2, 4, 4)  # one 2 x 2 grid of 2 px cells, two maps
+        >>> maps[0, 0, :2, :2] = 3.0  # map 0: 12 in cell 0, 4 in cell 3
+        >>> maps[0, 0, 2:, 2:] = 1.0
+        >>> maps[0, 1, :2, 2:] = -1.0  # map 1: no positive mass
+        >>> out = grid_pointing_game(maps, 2, cells=torch.tensor([[0, 2]]), tiling="row-major")
+        >>> out.values, out.undefined  # 12 / 16; a map without positive mass scores 0 and is flagged
+        (tensor([[0.7500, 0.0000]]), tensor([[False,  True]]))
     """
     check_tensor(attributions, "attributions", min_dim=4, floating=True)
     check_choice(zero_mass, "zero_mass rule", ZERO_MASS_RULES)

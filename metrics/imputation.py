@@ -219,6 +219,17 @@ def noisy_linear_imputation(
     """ROAD's imputation: :func:`linear_imputation` plus N(0, noise^2) on every imputed value (image space).
 
     ``ids`` (B,) key the noise (see the module docstring); default 0..B-1.
+
+    Example:
+        >>> import torch
+        >>> from faithbench.metrics.imputation import noisy_linear_imputation
+        >>> i = torch.arange(4.0)
+        >>> image = (i[:, None] + i[None, :]).expand(1, 1, 4, 4)  # a linear ramp
+        >>> removed = torch.zeros(1, 4, 4, dtype=torch.bool)
+        >>> removed[0, 1:3, 1:3] = True  # the 4 inner pixels
+        >>> out = noisy_linear_imputation(image / 6, removed, noise=0.0)
+        >>> torch.allclose(out, image / 6, atol=1e-4)  # each pixel the mean of its neighbours: the ramp comes back
+        True
     """
     if not noise >= 0:
         raise ValueError(f"noise must be a standard deviation >= 0 (image units), got {noise!r}")

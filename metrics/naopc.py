@@ -55,7 +55,19 @@ def aopc_orders(
     chunk_size: int = 256,
 ) -> tuple[Tensor, Tensor]:
     """(B,) AOPC of the attribution order, descending (comprehensiveness) and ascending (sufficiency), one feature
-    removed per step (ties broken by position, as :func:`~faithbench.metrics._perturb.feature_ranks`)."""
+    removed per step (ties broken by position, as :func:`~faithbench.metrics._perturb.feature_ranks`).
+
+    Example:
+        >>> import torch
+        >>> weights = torch.tensor([[3.0, 1.0, 0.0, 2.0]])  # an additive text model: logit 0 = sum of the kept weights
+        >>> def forward(ids):
+        ...     return torch.stack([(ids * weights).sum(1), torch.zeros(len(ids))], 1)
+        >>> ids, target, mask = torch.ones(1, 4), torch.tensor([0]), torch.ones(1, 4, dtype=torch.bool)
+        >>> from faithbench.metrics.naopc import aopc_orders
+        >>> comp, suff = aopc_orders(forward, ids, weights, target, mask, baseline=0.0, activation="identity")
+        >>> comp, suff  # the map's own order, most important first, then least important first
+        (tensor([5.], dtype=torch.float64), tensor([2.5000], dtype=torch.float64))
+    """
     check_tensor(attributions, "attributions", floating=True)
     check_finite(attributions, "attributions")
     b, t = feature_mask.shape
@@ -76,7 +88,19 @@ def aopc_orders(
 
 
 def normalised_aopc(aopc: Tensor, bounds: AopcBounds, attributions: Tensor, feature_mask: Tensor) -> Scores:
-    """(AOPC - L) / (U - L) per sample; undefined where U = L or the map ranks nothing (constant on the features)."""
+    """(AOPC - L) / (U - L) per sample; undefined where U = L or the map ranks nothing (constant on the features).
+
+    Example:
+        >>> import torch
+        >>> from faithbench.metrics.aopc_bounds import AopcBounds
+        >>> from faithbench.metrics.naopc import normalised_aopc
+        >>> lower, upper = torch.tensor([2.5, 1.0]), torch.tensor([5.0, 1.0])
+        >>> bounds = AopcBounds(lower=lower, upper=upper, exact=torch.tensor([True, True]))
+        >>> maps, mask = torch.tensor([[3.0, 1.0, 0.0, 2.0]] * 2), torch.ones(2, 4, dtype=torch.bool)
+        >>> out = normalised_aopc(torch.tensor([4.0, 1.0]), bounds, maps, mask)
+        >>> out.values, out.undefined  # (4 - 2.5) / (5 - 2.5); equal bounds leave it undefined
+        (tensor([0.6000,    nan], dtype=torch.float64), tensor([False,  True]))
+    """
     width = bounds.upper - bounds.lower
     undefined = (width <= 0) | unranked(attributions, feature_mask).to(width.device)
     values = torch.where(undefined, torch.nan, (aopc.double() - bounds.lower) / width.clamp(min=1e-300))

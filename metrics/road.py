@@ -88,6 +88,17 @@ def road(
             and iteration cap.
         chunk_size: imputed images per model call.
         dtype: the imputation solver's dtype (float32; float64 for tolerances under ~1e-6).
+
+    Example:
+        >>> import torch
+        >>> from faithbench.metrics.road import road
+        >>> i = torch.arange(4.0)
+        >>> image = ((i[:, None] + i[None, :]) / 6).expand(1, 1, 4, 4)  # brighter to the bottom right, mean 0.5
+        >>> def forward(x):  # class 0 while the mean brightness is above 0.4
+        ...     return torch.stack([x.flatten(1).mean(1), torch.full((len(x),), 0.4)], 1)
+        >>> out = road(forward, image, image[:, 0], torch.tensor([0]), fractions=(0.25, 0.5), noise=0.0)
+        >>> out.curve, out.values  # still class 0 with the brightest 25 % imputed, not with 50 %
+        (tensor([[1., 0.]]), tensor([0.5000]))
     """
     check_choice(readout, "readout", READOUTS)
     attributions, targets, frac = check_curve_inputs(

@@ -56,6 +56,14 @@ def sequence_pointing_game(
             zero-mass samples are flagged in ``undefined`` either way.
     Returns:
         :class:`Scores` of shape (B,), values in [0, 1].
+
+    Example:
+        >>> import torch
+        >>> from faithbench.metrics import sequence_pointing_game
+        >>> maps = torch.tensor([[1.0, 3.0, -2.0, 1.0]])  # four tokens, two segments
+        >>> segments = torch.tensor([[0, 0, 1, 1]])
+        >>> sequence_pointing_game(maps, segments, torch.tensor([0])).values  # positive mass in segment 0: 4 of 5
+        tensor([0.8000])
     """
     check_tensor(attributions, "attributions", min_dim=2, floating=True)
     check_finite(attributions, "attributions")

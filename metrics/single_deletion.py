@@ -57,7 +57,18 @@ def cell_drops(
     chunk_size: int = 256,
 ) -> Tensor:
     """(B, grid^2) logit drops f_t(x) - f_t(x without cell k), every (image, cell) deletion and each original in
-    calls of ``chunk_size`` inputs. ``baseline``: broadcastable to ``inputs`` (per sample or one for all)."""
+    calls of ``chunk_size`` inputs. ``baseline``: broadcastable to ``inputs`` (per sample or one for all).
+
+    Example:
+        >>> import torch
+        >>> w = torch.arange(16.0).reshape(1, 1, 4, 4)  # a linear model: logit 0 = sum(w * x), logit 1 = 0
+        >>> def forward(x):
+        ...     return torch.cat([(x * w).flatten(1).sum(1, keepdim=True), torch.zeros(len(x), 1)], 1)
+        >>> x, target = torch.ones(1, 1, 4, 4), torch.tensor([0])  # logit 0 = 120
+        >>> from faithbench.metrics.single_deletion import cell_drops
+        >>> cell_drops(forward, x, target, grid=2)  # the logit drop of zeroing each 2 x 2 cell, row-major
+        tensor([[10., 18., 42., 50.]])
+    """
     check_tensor(inputs, "inputs", min_dim=4, floating=True)
     check_positive_int(chunk_size, "chunk_size")
     b, _, h, w = inputs.shape
@@ -87,6 +98,14 @@ def single_deletion(attributions: Tensor, drops: Tensor, *, grid: int = 4, absol
     Args:
         attributions: (B, H, W) maps.
         drops: (B, grid^2) logit drops, cells row-major.
+
+    Example:
+        >>> import torch
+        >>> from faithbench.metrics.single_deletion import single_deletion
+        >>> drops = torch.tensor([[10.0, 18.0, 42.0, 50.0]])
+        >>> maps = torch.arange(16.0).reshape(1, 4, 4)  # cell sums 10, 18, 42, 50: the drops' order
+        >>> single_deletion(maps, drops, grid=2).values, single_deletion(-maps, drops, grid=2).values
+        (tensor([1.]), tensor([-1.]))
     """
     check_tensor(attributions, "attributions", min_dim=3, floating=True)
     check_finite(attributions, "attributions")
