@@ -1,16 +1,14 @@
 """GridPG, the grid pointing game (B-cos TPAMI Sec. 4 / App. C.2.1, B-cosification, ALOE App. A).
 
-An N x N grid image tiles N^2 images of distinct classes. For each cell i the logit of cell i's
-class is explained on the whole grid; the score of cell i is the share of positive attribution
-that falls inside cell i:
+An N x N grid image tiles N^2 images of distinct classes. For each cell i the logit of cell i's class is explained on
+the whole grid; the score of cell i is the share of positive attribution that falls inside cell i:
 
     L_i = sum_{p in cell i} A+(p) / sum_p A+(p),    A+ = max(smooth_k(sum_c A_c), 0)
 
-A uniform map scores 1/N^2, a map concentrated in the right cell scores 1. The reference
-implementations differ in tiling order, image selection, smoothing, zero-mass handling and ViT
-windows; each is a named preset (:mod:`faithbench.metrics.gridpg_presets`); grid selection and tiling are in
-:mod:`faithbench.metrics.grids`, windowed explanation in :mod:`faithbench.metrics.windows`. The score is batched
-over grids and cells.
+A uniform map scores 1/N^2, a map concentrated in the right cell scores 1. The reference implementations differ in
+tiling order, image selection, smoothing, zero-mass handling and ViT windows; each is a named preset
+(:mod:`faithbench.metrics.gridpg_presets`); grid selection and tiling are in :mod:`faithbench.metrics.grids`, windowed
+explanation in :mod:`faithbench.metrics.windows`. The score is batched over grids and cells.
 """
 
 from __future__ import annotations
@@ -102,10 +100,8 @@ def grid_pointing_game(
     Example:
         >>> import torch
         >>> from faithbench.metrics import grid_pointing_game
-        >>> maps = torch.zeros(1, 2, 4, 4)  # one 2 x 2 grid of 2 px cells, two maps
-        >>> maps[0, 0, :2, :2] = 3.0  # map 0: 12 in cell 0, 4 in cell 3
-        >>> maps[0, 0, 2:, 2:] = 1.0
-        >>> maps[0, 1, :2, 2:] = -1.0  # map 1: no positive mass
+        >>> maps = torch.zeros(1, 2, 4, 4)  # one 2 x 2 grid of 2 px cells; map 0: 12 in cell 0, 4 in cell 3
+        >>> maps[0, 0, :2, :2], maps[0, 0, 2:, 2:], maps[0, 1, :2, 2:] = 3.0, 1.0, -1.0  # map 1: no positive mass
         >>> out = grid_pointing_game(maps, 2, cells=torch.tensor([[0, 2]]), tiling="row-major")
         >>> out.values, out.undefined  # 12 / 16; a map without positive mass scores 0 and is flagged
         (tensor([[0.7500, 0.0000]]), tensor([[False,  True]]))

@@ -87,7 +87,7 @@ def test_modules_stay_short():
 def test_rerun_names_are_made_in_one_place_and_never_parsed():
     """A rerun is data (``Job.rerun_of`` / ``rerun_seed``; the result columns): its name ``METHOD@seedN`` is made by
     the run plan (``bench/run/plan.py``) and read only for files written before those columns
-    (``bench/run/tidy.py``, which builds the result rows)."""
+    (``bench/store/tidy.py``, which builds the result rows)."""
     found = set()
     for p in _sources(*LOWER, "bench"):
         tree = ast.parse(p.read_text())
@@ -101,11 +101,11 @@ def test_rerun_names_are_made_in_one_place_and_never_parsed():
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
                 if "@" in node.value and not node.value.startswith("cuda"):
                     found.add(str(p.relative_to(ROOT)))
-    assert found == {"bench/run/plan.py", "bench/run/tidy.py"}, found
+    assert found == {"bench/run/plan.py", "bench/store/tidy.py"}, found
 
 
 # bench/'s rooms, lowest first: a room may import the rooms before it, never one after it.
-ROOMS = ("run", "report", "perf", "cli")
+ROOMS = ("store", "run", "report", "perf", "cli")
 PACKAGES = {"faithbench": ROOT / "faithbench", **{f"faithbench.{p}": ROOT / p for p in OLD_ROOTS}}
 
 
@@ -143,8 +143,9 @@ _MODULES = {  # every module of faithbench by its import name (the ``bench`` ent
 }
 
 
-def test_bench_is_four_rooms_and_none_imports_a_room_above_it():
-    """bench/: the run (plan, execute, store), the report (reads result files), perf, the command line."""
+def test_bench_is_five_rooms_and_none_imports_a_room_above_it():
+    """bench/: the store (the run folder's format), the run (plan, execute), the report (reads result files), perf,
+    the command line."""
     loose = sorted(p.name for p in (ROOT / "bench").glob("*.py"))
     assert loose == ["__init__.py", "__main__.py"], loose
     assert sorted(p.name for p in (ROOT / "bench").iterdir() if p.is_dir() and p.name != "__pycache__") == sorted(
@@ -161,8 +162,21 @@ def test_bench_is_four_rooms_and_none_imports_a_room_above_it():
     assert not offenders, offenders
 
 
+def test_the_report_reads_the_run_folder_through_the_store_only():
+    """The report describes a run as its files record it: it imports the store, never the run room."""
+    offenders = [
+        f"{name} imports {target}"
+        for name, path in _MODULES.items()
+        if name.startswith("faithbench.bench.report")
+        for target in _top_level_imports(path)
+        if target.startswith("faithbench.bench.run")
+    ]
+    assert not offenders, offenders
+    assert any(t.startswith("faithbench.bench.store") for t in _top_level_imports(ROOT / "bench/report/build.py"))
+
+
 def test_the_report_room_loads_no_model_and_runs_no_method():
-    """The report reads result files only: the example maps are the run's (``bench/run/examples.py``)."""
+    """The report reads result files only: the example maps are the run's (``bench/store/examples.py``)."""
     for name, path in _MODULES.items():
         if name.startswith("faithbench.bench.report"):
             text = path.read_text()

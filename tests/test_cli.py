@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from faithbench.bench.cli import main
-from faithbench.bench.run.tidy import RESULT_COLUMNS
+from faithbench.bench.store.tidy import RESULT_COLUMNS
 from faithbench.registry import Registry
 
 

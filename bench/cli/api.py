@@ -27,9 +27,9 @@ import pandas as pd
 from faithbench.bench.report.build import report as write_report
 from faithbench.bench.report.statistics_section import LeaderboardStats, leaderboard_stats, read_samples
 from faithbench.bench.run.question import question
-from faithbench.bench.run.results import read_results
 from faithbench.bench.run.runner import run
 from faithbench.bench.run.suite import build_suite
+from faithbench.bench.store.results import read_results
 from faithbench.errors import UserError
 from faithbench.models.adapter import ModelAdapter
 

@@ -23,10 +23,10 @@ from faithbench.bench.run.launch import SlurmSettings, submit, wait_for
 from faithbench.bench.run.plan import plan
 from faithbench.bench.run.progress import plan_table
 from faithbench.bench.run.question import question
-from faithbench.bench.run.results import read_results
 from faithbench.bench.run.runner import Terminated, run
 from faithbench.bench.run.suite import Suite, build_suite, load_suite, with_overrides
 from faithbench.bench.run.suite_files import import_plugins, tier_folder
+from faithbench.bench.store.results import read_results
 from faithbench.errors import UserError
 from faithbench.models.data.hf import HF_DATASETS
 

@@ -26,7 +26,7 @@ from faithbench.bench.report.claim_verdicts import (
 from faithbench.bench.report.formats import to_text
 from faithbench.bench.report.paper_claims import CLAIMS_FILE, Claim, load_claims
 from faithbench.bench.report.statistics_section import read_samples
-from faithbench.bench.run.results import read_results
+from faithbench.bench.store.results import read_results
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
 from faithbench.models import load_model, zoo

@@ -51,8 +51,8 @@ from faithbench.bench.perf.rows import case_rows
 from faithbench.bench.perf.timing import FLOOR, MEASUREMENT_ERROR
 from faithbench.bench.report.build import to_text
 from faithbench.bench.run.provenance import provenance
-from faithbench.bench.run.results import atomic_write_csv
 from faithbench.bench.run.runner import resolve_device
+from faithbench.bench.store.results import atomic_write_csv
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
 

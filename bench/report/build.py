@@ -19,8 +19,8 @@ from faithbench.bench.report.page import report_page
 from faithbench.bench.report.sections import Section, report_sections
 from faithbench.bench.report.statistics_section import BEST, TIED, leaderboard_stats, write_statistics
 from faithbench.bench.report.tables import headline, leaderboard
-from faithbench.bench.run import identity
-from faithbench.bench.run.results import WRITTEN_COLUMNS, first_runs, read_results
+from faithbench.bench.store import identity
+from faithbench.bench.store.results import WRITTEN_COLUMNS, first_runs, read_results
 from faithbench.errors import UserError
 from faithbench.io import writable_folder
 
@@ -74,7 +74,7 @@ def report(
 
     The leaderboards mark the best and tied-best methods (:mod:`faithbench.bench.report.statistics`, test level
     ``alpha``, ``n_boot`` bootstrap resamples for P(rank 1)); the Markdown and text ones end with the metrics'
-    reliability and agreement, the cost and the identical-maps check (:mod:`faithbench.bench.run.identity`).
+    reliability and agreement, the cost and the identical-maps check (:mod:`faithbench.bench.store.identity`).
     ``progress`` is told each step as it starts (one short line)."""
     say = progress or (lambda _: None)
     results = read_results(results_csv, WRITTEN_COLUMNS)

@@ -43,7 +43,7 @@ from faithbench.bench.report.order import metric_order
 from faithbench.bench.report.statistics import metric_agreement
 from faithbench.bench.report.statistics_section import LeaderboardStats, read_samples
 from faithbench.bench.report.style import WIDTH_IN, save
-from faithbench.bench.run.results import first_runs, read_results
+from faithbench.bench.store.results import first_runs, read_results
 from faithbench.metrics.truth_agreement import REFERENCE
 
 MODEL_FREE = ("random", "uniform", "centre", "edges")

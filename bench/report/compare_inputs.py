@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from faithbench.bench.run.results import read_results
+from faithbench.bench.store.results import read_results
 from faithbench.errors import UserError
 
 KEY = ["model", "method", "metric"]

@@ -11,7 +11,7 @@ import pandas as pd
 
 from faithbench.bench.report.order import is_control, method_colour, method_order, metric_order
 from faithbench.bench.report.style import method_marker, save, side_legend
-from faithbench.bench.run.results import contestants
+from faithbench.bench.store.results import contestants
 
 
 def _beaten(results: pd.DataFrame) -> pd.DataFrame:

@@ -27,7 +27,7 @@ from faithbench.bench.report.heatmap import score_heatmap
 from faithbench.bench.report.order import metric_order
 from faithbench.bench.report.panel import example_panel
 from faithbench.bench.report.statistics_section import LeaderboardStats, agreement_heatmap, rank_interval_jobs
-from faithbench.bench.run.results import first_runs, with_job_columns
+from faithbench.bench.store.results import first_runs, with_job_columns
 
 Drawn = Path | list[Path] | None
 Job = tuple[str, int, Callable[[], Drawn]]  # progress line, rough cost (slow ones first; 0: here), draw and write

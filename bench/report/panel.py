@@ -1,5 +1,5 @@
 """The report's example panel: the input and every (model, method)'s map of it, drawn from the example maps the run
-saved (:mod:`faithbench.bench.run.examples`)."""
+saved (:mod:`faithbench.bench.store.examples`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pandas as pd
 
 from faithbench.bench.report.order import method_order, model_order
 from faithbench.bench.report.style import WIDTH_IN, save
-from faithbench.bench.run.examples import read_examples
-from faithbench.bench.run.results import contestants
+from faithbench.bench.store.examples import read_examples
+from faithbench.bench.store.results import contestants
 
 ALL_ZERO = "all zero"  # a map without a single non-zero value would draw as a blank square: say so instead
 

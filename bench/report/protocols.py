@@ -31,7 +31,7 @@ from scipy import stats
 
 from faithbench.bench.report.order import method_order
 from faithbench.bench.report.statistics import paired_tests
-from faithbench.bench.run.results import atomic_write_csv, contestants, read_results, with_job_columns
+from faithbench.bench.store.results import atomic_write_csv, contestants, read_results, with_job_columns
 
 EVERY = "⊛"
 RUN_PROTOCOL = "run"  # the run's own settings

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from faithbench.attributions.identities import KNOWN_IDENTITIES
 from faithbench.bench.report.agreement import AGREEMENT_NOTE, agreement_text
 from faithbench.bench.report.card import card_section_note, card_text
 from faithbench.bench.report.claim_verdicts import LOCALITY_FILE, run_claims
@@ -22,7 +23,7 @@ from faithbench.bench.report.statistics_section import (
     skill_table,
 )
 from faithbench.bench.report.tables import row_order, sort_rows
-from faithbench.bench.run import identity
+from faithbench.bench.store import identity
 
 
 @dataclass
@@ -129,7 +130,12 @@ def identity_section(run_dir: Path) -> Section | None:
     else:
         note += " No two methods of a model gave identical maps."
     lead = "Known identities (mathematics, not defects; a flagged pair they explain is expected):"
-    return Section("Methods with identical maps", note, table, [lead, *identity.known_identities_text()])
+    return Section(
+        "Methods with identical maps",
+        note,
+        table,
+        [lead, *(f"{' = '.join(k.pair)}: {k.reason}" for k in KNOWN_IDENTITIES)],
+    )
 
 
 def report_sections(

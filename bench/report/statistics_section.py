@@ -25,7 +25,7 @@ from faithbench.bench.report.statistics import (
     wide_tables,
 )
 from faithbench.bench.report.style import WIDTH_IN, save
-from faithbench.bench.run.results import contestants, first_runs, with_job_columns
+from faithbench.bench.store.results import contestants, first_runs, with_job_columns
 from faithbench.errors import UserError
 
 BEST, TIED = "★", "≈"
@@ -105,7 +105,7 @@ def leaderboard_stats(
     run_dir: Path, results: pd.DataFrame, alpha: float = 0.05, n_boot: int = 1000, seed: int = 0
 ) -> LeaderboardStats:
     """Paired tests, rank stability, metric agreement and split-half reliability of a run (``results`` as
-    :func:`~faithbench.bench.run.results.read_results` gives it: with its job columns)."""
+    :func:`~faithbench.bench.store.results.read_results` gives it: with its job columns)."""
     samples = read_samples(run_dir, results)
     reruns = rerun_agreement(samples) if samples is not None else pd.DataFrame()
     if samples is not None:  # a rerun with another seed is not a method of the leaderboard

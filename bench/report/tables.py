@@ -9,7 +9,7 @@ import pandas as pd
 
 from faithbench.bench.report.order import is_control, method_order, metric_order, model_order
 from faithbench.bench.report.statistics_section import BEST, TIED, LeaderboardStats
-from faithbench.bench.run.results import contestants, first_runs
+from faithbench.bench.store.results import contestants, first_runs
 
 
 def _cell(mean: float, low: float, high: float) -> str:

@@ -1,7 +1,7 @@
 """Workers of one run on one or many machines: which worker this process is and which device it uses.
 
-Every worker pulls the run's pieces from the shared folder (:mod:`faithbench.bench.run.claims`,
-:mod:`faithbench.bench.run.pieces`), so workers need no process group and no collective: torchrun's ranks, the
+Every worker pulls the run's pieces from the shared folder (:mod:`faithbench.bench.store.claims`,
+:mod:`faithbench.bench.store.pieces`), so workers need no process group and no collective: torchrun's ranks, the
 tasks of a SLURM job array and a second ``bench run`` of the same suite are all workers alike. Under torchrun each
 rank takes a GPU of its node (``LOCAL_RANK``); with more processes than GPUs, or an explicit ``--device cuda:K``,
 ranks share them. Worker 0 (torchrun's rank 0, or a process on its own) waits for the whole run and writes its tables.

@@ -4,7 +4,7 @@ Each task of the array is a worker of the same run (:mod:`faithbench.bench.run.w
 the shared folder as they go, so a slow unit never holds a task that could take another one. Task 0 waits for the
 others' pieces and writes the run's tables; a task that finds nothing left to claim ends. Preempted or timed out,
 a task is requeued by submitit (its ``checkpoint``) and resumes where the folder stands: its claims expire
-(:mod:`faithbench.bench.run.claims`) and every finished piece is kept. ``cluster="local"`` runs the array as local
+(:mod:`faithbench.bench.store.claims`) and every finished piece is kept. ``cluster="local"`` runs the array as local
 processes (submitit's local executor): what the tests use, and a way to try a launch without a cluster.
 """
 

@@ -17,10 +17,10 @@ from typing import Any
 
 from faithbench.attributions import ALL_CONTROLS, METHODS, AttributionMethod
 from faithbench.bench.run.provenance import code_identity, is_own_file, source_identity
-from faithbench.bench.run.results import RunStore
 from faithbench.bench.run.suite import Suite, load_suite, with_overrides
 from faithbench.bench.run.suite_files import tier_folder
-from faithbench.bench.run.tidy import JOB_COLUMNS
+from faithbench.bench.store.results import RunStore
+from faithbench.bench.store.tidy import JOB_COLUMNS
 from faithbench.metrics.registry import METRICS
 from faithbench.metrics.spec import MetricSpec
 from faithbench.models.registry import MODELS

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from faithbench.bench.run.claims import read_claims, stale_after
-from faithbench.bench.run.pieces import PieceStore, piece_name
 from faithbench.bench.run.plan import Plan
-from faithbench.bench.run.results import RunStore
+from faithbench.bench.store.claims import read_claims, stale_after
+from faithbench.bench.store.pieces import PieceStore, piece_name
+from faithbench.bench.store.results import RunStore
 
 
 def _units(store: RunStore, steps: Plan) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:

@@ -23,13 +23,13 @@ import pandas as pd
 from faithbench.attributions import get_method
 from faithbench.bench.run.data import load_data
 from faithbench.bench.run.evaluate import evaluate_unit, suite_unit
-from faithbench.bench.run.folder_lock import FolderLock
 from faithbench.bench.run.pairing import load_shared
 from faithbench.bench.run.plan import metric_jobs
 from faithbench.bench.run.provenance import provenance
-from faithbench.bench.run.results import RunStore, contestants, read_results
 from faithbench.bench.run.runner import resolve_device, sample_ids
 from faithbench.bench.run.suite import recorded_suite, with_overrides
+from faithbench.bench.store.folder_lock import FolderLock
+from faithbench.bench.store.results import RunStore, contestants, read_results
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text, writable_folder
 from faithbench.metrics.mapstore import MapStore, MissingMapsError

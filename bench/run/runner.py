@@ -30,14 +30,14 @@ from tqdm.auto import tqdm
 from faithbench.bench.run.data import load_data
 from faithbench.bench.run.distributed import Worker
 from faithbench.bench.run.fit import check_own_models
-from faithbench.bench.run.folder_lock import FolderLock
-from faithbench.bench.run.identity import write as write_identical
 from faithbench.bench.run.pairing import save_shared, share_items, shared_digest
 from faithbench.bench.run.plan import Plan, plan, resume_count, run_id
 from faithbench.bench.run.provenance import provenance
 from faithbench.bench.run.suite import Suite
 from faithbench.bench.run.suite_files import plugin_folders
 from faithbench.bench.run.work import Work
+from faithbench.bench.store.folder_lock import FolderLock
+from faithbench.bench.store.identity import write as write_identical
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
 from faithbench.models import load_model, zoo
@@ -128,7 +128,7 @@ def run(
 ) -> Any:
     """Run (or resume, or join) ``suite`` in folder ``out``; returns the results table (worker 0) or None.
 
-    The workers of the run share the folder (:class:`faithbench.bench.run.folder_lock.FolderLock` with the run's id:
+    The workers of the run share the folder (:class:`faithbench.bench.store.folder_lock.FolderLock` with the run's id:
     another run, or ``rescore``, is refused while one works); SIGTERM is handled like Ctrl-C
     (``KeyboardInterrupt``): the finished pieces stay, the claimed ones are given back. ``worker``: this process
     among the run's workers when a launcher says so (a job array's task; default: torchrun's rank, or 0 of 1);

@@ -64,7 +64,7 @@ class Suite:
     batch_size: int = 64
     max_batch: int = 256  # inputs per model call, for every method and metric (not in the resume key: memory only)
     store_maps: bool = True  # keep every unit's maps for ``bench rescore`` (not in the resume key)
-    pieces: int = 1  # each unit split into this many pieces that workers share (bench.run.pieces)
+    pieces: int = 1  # each unit split into this many pieces that workers share (bench.store.pieces)
     configs: Mapping[str, Any] = field(default_factory=dict)
     method_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     plugins: tuple[str, ...] = ()

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from faithbench.bench.run.rescoring import folder_name, rescore
-from faithbench.bench.run.results import RunStore
 from faithbench.bench.run.suite import Suite, recorded_suite
+from faithbench.bench.store.results import RunStore
 from faithbench.errors import UserError
 from faithbench.io import writable_folder
 

@@ -1,10 +1,10 @@
 """One worker's share of a run: every (model, job) unit in suite order, piece by piece, claimed in the shared folder.
 
 A pass over the suite's models does, for each unit: skip it (the method cannot explain the model), reuse it (the
-folder holds it under the same key), or claim and compute its free pieces (:mod:`faithbench.bench.run.pieces`) and,
+folder holds it under the same key), or claim and compute its free pieces (:mod:`faithbench.bench.store.pieces`) and,
 once all of them exist, merge them into the unit. A worker loads a model only when it has something to do with it;
 its first pass loads each model once, for the units' keys. When a model's units are all done, the worker that saw
-it last flags its methods with identical maps (:mod:`faithbench.bench.run.identity`).
+it last flags its methods with identical maps (:mod:`faithbench.bench.run.fingerprints`).
 """
 
 from __future__ import annotations
@@ -22,15 +22,16 @@ import torch
 from tqdm.auto import tqdm
 
 from faithbench.attributions import UnsupportedMethodError
-from faithbench.bench.run.claims import Claims
 from faithbench.bench.run.data import EvalData
 from faithbench.bench.run.evaluate import evaluate_unit, suite_unit
-from faithbench.bench.run.examples import has_example, save_example
-from faithbench.bench.run.identity import fingerprint, identical_pairs, warning_line
+from faithbench.bench.run.fingerprints import fingerprint, identical_pairs
 from faithbench.bench.run.pairing import SharedItems
-from faithbench.bench.run.pieces import PieceStore, merge_pieces, piece_name
 from faithbench.bench.run.plan import Job, Plan, unit_key
-from faithbench.bench.run.results import RunStore
+from faithbench.bench.store.claims import Claims
+from faithbench.bench.store.examples import has_example, save_example
+from faithbench.bench.store.identity import warning_line
+from faithbench.bench.store.pieces import PieceStore, merge_pieces, piece_name
+from faithbench.bench.store.results import RunStore
 from faithbench.io import atomic_write_text
 from faithbench.metrics.mapstore import MapStore
 from faithbench.models import load_model
@@ -231,7 +232,7 @@ class Work:
         try:
             self.on_start()
             unit = suite_unit(self.steps.suite, self.load(name), job.build(), self.data, torch.arange(0), self.device)
-            save_example(self.out, unit, example.spec, example.config, name, job.name, key)
+            save_example(self.out, name, job.name, key, example.spec.example(unit, example.config))
         finally:
             self.claims.release(claim)
 

@@ -11,8 +11,9 @@ import torch
 from faithbench.attributions import METHODS, register_method
 from faithbench.attributions.gradients import Gradient
 from faithbench.bench.report.build import report
-from faithbench.bench.run import identity, runner, work
+from faithbench.bench.run import fingerprints, runner, work
 from faithbench.bench.run.suite import build_suite
+from faithbench.bench.store import identity
 from faithbench.models.adapter import ModelAdapter
 from faithbench.models.encoding import bcos_inverse
 from faithbench.models.nets.architectures import bcos_digit_cnn
@@ -119,8 +120,8 @@ def test_a_mathematical_identity_is_labelled_expected_with_its_reason():
         _unit("integrated_gradients", maps * (1 + 5e-6), {"baseline": 0.0, "n_steps": 8}),
         _unit("gradient", maps * (1 + 2e-5), {"abs": False}),  # just outside the tolerance
     ]
-    pairs = identity.identical_pairs(bcos, units)
+    pairs = fingerprints.identical_pairs(bcos, units)
     assert len(pairs) == 1 and pairs[0]["status"] == "expected"
     assert "positively homogeneous" in identity.verdict(pairs[0])
-    assert identity.relative_difference(torch.zeros(3), torch.zeros(3)) == 0.0
-    assert torch.equal(identity.decode(units[0]["fingerprint"]), maps.reshape(2, -1))
+    assert fingerprints.relative_difference(torch.zeros(3), torch.zeros(3)) == 0.0
+    assert torch.equal(fingerprints.decode(units[0]["fingerprint"]), maps.reshape(2, -1))

@@ -10,8 +10,8 @@ import torch
 from scipy import stats
 
 from faithbench.bench.report.statistics import paired_tests
-from faithbench.bench.run.intervals import summarise
 from faithbench.bench.run.pairing import SharedItems, load_shared, save_shared, shared_digest
+from faithbench.bench.store.intervals import summarise
 from faithbench.metrics.gridpg import GridPGConfig, pairing_models
 from faithbench.metrics.gridpg_presets import get_preset
 from faithbench.metrics.grids import grid_eligibility, select_by_confidence, select_grids

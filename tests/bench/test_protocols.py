@@ -25,9 +25,9 @@ from faithbench.bench.report.protocols import (
 )
 from faithbench.bench.report.statistics_section import leaderboard_stats
 from faithbench.bench.report.tables import leaderboard
-from faithbench.bench.run.results import read_results
 from faithbench.bench.run.suite import build_suite
 from faithbench.bench.run.sweep import plan_protocols, sweep_keys
+from faithbench.bench.store.results import read_results
 from faithbench.errors import UserError
 
 SUITE = """

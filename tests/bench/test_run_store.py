@@ -15,10 +15,10 @@ import pytest
 from faithbench.attributions import CONTROLS
 from faithbench.bench.cli import main
 from faithbench.bench.run import runner, work
-from faithbench.bench.run.folder_lock import FolderLock
 from faithbench.bench.run.rescoring import rescore
-from faithbench.bench.run.results import with_job_columns
-from faithbench.bench.run.tidy import LEGACY_CONTROLS
+from faithbench.bench.store.folder_lock import FolderLock
+from faithbench.bench.store.results import with_job_columns
+from faithbench.bench.store.tidy import LEGACY_CONTROLS
 
 SUITE = """
 name = "store"
@@ -84,7 +84,7 @@ def test_a_second_run_into_a_folder_in_use_stops_before_computing_and_the_first_
 def test_a_killed_holder_leaves_no_stuck_lock(suite, tmp_path):
     out = tmp_path / "run"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "from faithbench.bench.run.folder_lock import FolderLock; "
+        [sys.executable, "-c", "from faithbench.bench.store.folder_lock import FolderLock; "
          f"FolderLock({str(out)!r}, 'x').acquire();"
          "print('locked', flush=True); import time; time.sleep(600)"],
         stdout=subprocess.PIPE, text=True,
@@ -154,7 +154,7 @@ def test_a_bad_output_folder_fails_in_one_line_before_any_compute(suite, tmp_pat
         err = capsys.readouterr().err
         assert err == f"error: --out {out}: {afile} is a file, not a folder; choose a folder for the run\n"
 
-    from faithbench.bench.run import folder_lock
+    from faithbench.bench.store import folder_lock
 
     def read_only(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
@@ -283,7 +283,7 @@ def test_a_method_class_without_a_source_file_still_runs(suite):
 def test_resume_counts_only_units_of_this_plan(tmp_path):
     """A unit of an older faithbench (no plan key) or of another plan is not counted as done."""
     from faithbench.bench.run.plan import resume_count
-    from faithbench.bench.run.results import RunStore
+    from faithbench.bench.store.results import RunStore
 
     store = RunStore(tmp_path)
     store.units.mkdir()

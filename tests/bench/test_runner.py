@@ -15,11 +15,11 @@ from faithbench.attributions import CONTROLS
 from faithbench.bench.cli import main
 from faithbench.bench.report.gate import compare, paired_bootstrap
 from faithbench.bench.run import runner, work
-from faithbench.bench.run.intervals import summarise
 from faithbench.bench.run.plan import jobs
 from faithbench.bench.run.suite import load_suite, with_overrides
 from faithbench.bench.run.suite_files import available_suites
-from faithbench.bench.run.tidy import RESULT_COLUMNS
+from faithbench.bench.store.intervals import summarise
+from faithbench.bench.store.tidy import RESULT_COLUMNS
 
 TINY = """
 name = "tiny"
@@ -643,7 +643,7 @@ def test_rows_say_which_are_reruns_and_controls_in_columns(tiny_suite, tmp_path)
 
 
 def test_files_written_before_the_job_columns_get_them_from_the_method_names():
-    from faithbench.bench.run.results import contestants, first_runs, with_job_columns
+    from faithbench.bench.store.results import contestants, first_runs, with_job_columns
 
     old = pd.DataFrame({"model": "m", "method": ["lime", "lime@seed1", "random", "oracle"], "mean": [1.0, 2, 3, 4]})
     frame = with_job_columns(old)

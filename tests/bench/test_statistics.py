@@ -17,7 +17,7 @@ from faithbench.bench.report.statistics import (
     split_half,
     wilcoxon_p,
 )
-from faithbench.bench.run.results import with_job_columns
+from faithbench.bench.store.results import with_job_columns
 
 
 def _frames(scores: dict[str, np.ndarray], metric: str = "m", higher: bool = True, model: str = "net"):

@@ -3,7 +3,7 @@
 
 import pandas as pd
 
-from faithbench.bench.run.tidy import Tables, unit_rows
+from faithbench.bench.store.tidy import Tables, unit_rows
 
 
 def _unit(method: str, ids: list[int], value: float, **job) -> dict:

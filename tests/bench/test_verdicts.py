@@ -321,8 +321,8 @@ def test_accuracy_and_recorded_claims_read_the_models_run_json_records(tmp_path)
 
 
 def test_a_run_records_what_its_units_know_of_each_model(tmp_path):
-    from faithbench.bench.run.results import RunStore
     from faithbench.bench.run.work import model_record
+    from faithbench.bench.store.results import RunStore
 
     info = {"test_accuracy": 0.9, "n_test": 10, "steps_to_best_validation": 7, "curve": [0.1], "source": "zoo"}
     assert model_record(info) == {"source": "zoo", "test_accuracy": 0.9, "n_test": 10, "steps_to_best_validation": 7}

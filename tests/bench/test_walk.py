@@ -65,15 +65,16 @@ def test_a_job_enters_no_registry_and_no_suite_lookup(tmp_path, monkeypatch):
         rooms = {s.split(":")[0] for s in entered if s.startswith("bench/")}
         assert rooms <= {
             "bench/run/plan.py",
-            "bench/run/results.py",
-            "bench/run/tidy.py",  # the result rows of each finished unit, for the tables
-            "bench/run/pieces.py",
-            "bench/run/claims.py",
+            "bench/store/results.py",
+            "bench/store/tidy.py",  # the result rows of each finished unit, for the tables
+            "bench/store/pieces.py",
+            "bench/store/claims.py",
             "bench/run/work.py",  # the worker's own state (entered back from the writer's callbacks)
             "bench/run/runner.py",  # the writer and the progress, told of each finished unit
             "bench/run/evaluate.py",
-            "bench/run/identity.py",
-            "bench/run/examples.py",
+            "bench/run/fingerprints.py",  # the identical-maps check's fingerprint of the unit
+            "bench/store/identity.py",
+            "bench/store/examples.py",
             "bench/run/pairing.py",
             "bench/run/suite.py",
         }, (name, rooms)

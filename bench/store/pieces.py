@@ -1,6 +1,6 @@
 """A unit in pieces: piece c of K scores every metric of the unit on its items i with i % K == c (samples, grids).
 
-Pieces are the work that workers claim (:mod:`faithbench.bench.run.claims`): ``pieces/MODEL__JOB.CofK.json`` holds
+Pieces are the work that workers claim (:mod:`faithbench.bench.store.claims`): ``pieces/MODEL__JOB.CofK.json`` holds
 one piece's per-sample records under the unit's key. A piece is computed the same way whichever worker computes
 it, and a unit is the merge of its K pieces in piece order, so a unit's scores are the same bytes from 1 worker or
 N, on any mix of hosts, in any order, resumed at any point. ``K`` is the suite's ``pieces`` (default 1: a unit is

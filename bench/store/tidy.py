@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from faithbench.bench.run.intervals import summarise
+from faithbench.bench.store.intervals import summarise
 from faithbench.io import atomic_write_text
 
 # What a row records of its job besides the method's name (:class:`~faithbench.bench.run.plan.Job`).

@@ -2,7 +2,7 @@
 
 Layout of a run folder::
 
-    .lock             held by the one process writing the folder (:mod:`faithbench.bench.run.folder_lock`)
+    .lock             held by the one process writing the folder (:mod:`faithbench.bench.store.folder_lock`)
     run.json          suite, provenance, and the run's units: (model, method, key) of each, the manifest that
                       ``report`` and ``rescore`` read (a unit file that the manifest does not name is not
                       part of the run), and what the units recorded of each model (held-out accuracy, test
@@ -17,7 +17,7 @@ Layout of a run folder::
     curves.csv        per-sample curves (model, method, metric, sample_id, fraction, value)
 
 Every file is written atomically (temporary file + rename). The CSVs are rewritten from the finished units while the
-run goes and when it stops (each unit's rows formatted once: :mod:`faithbench.bench.run.tidy`), so an interrupted
+run goes and when it stops (each unit's rows formatted once: :mod:`faithbench.bench.store.tidy`), so an interrupted
 run keeps everything it finished.
 """
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from faithbench.bench.run.tidy import JOB_COLUMNS, RESULT_COLUMNS, Tables, legacy_job_columns
+from faithbench.bench.store.tidy import JOB_COLUMNS, RESULT_COLUMNS, Tables, legacy_job_columns
 from faithbench.errors import UserError
 from faithbench.io import atomic_torch_save, atomic_write_text, load_torch
 
@@ -183,5 +183,5 @@ class RunStore:
     def write_tables(self, units: Iterable[dict], suite: str) -> pd.DataFrame:
         """Rebuild results.csv, samples.csv and curves.csv from finished units; returns the results (each row carries
         the provenance recorded when its unit was computed). A unit's rows are formatted once per store
-        (:class:`~faithbench.bench.run.tidy.Tables`): the runner rewrites the tables as units finish."""
+        (:class:`~faithbench.bench.store.tidy.Tables`): the runner rewrites the tables as units finish."""
         return self.tables.write(units, suite)

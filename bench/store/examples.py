@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from faithbench.io import atomic_torch_save
-from faithbench.metrics.spec import MetricSpec, Unit
+from faithbench.metrics.types import Example
 
 FOLDER = "examples"
 
@@ -33,11 +33,9 @@ def has_example(run_dir: Path, model: str, method: str, key: str) -> bool:
     return _example_of(run_dir, model, method, key) is not None
 
 
-def save_example(
-    run_dir: Path, unit: Unit, spec: MetricSpec, config: object, model: str, method: str, key: str
-) -> None:
-    """Explain the example ``spec`` chooses with ``unit``'s model and method and save it under the unit's key."""
-    shown = spec.example(unit, config)
+def save_example(run_dir: Path, model: str, method: str, key: str, shown: Example) -> None:
+    """Save the example a metric chose and the unit's method explained (:meth:`MetricSpec.example`) under the unit's
+    key."""
     example = {
         "key": key,
         "image": shown.image,

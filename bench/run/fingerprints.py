@@ -16,29 +16,18 @@ that has silently become another one, to be fixed or refused. The pairs of a run
 from __future__ import annotations
 
 import base64
-import json
 from itertools import combinations
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from faithbench.attributions.identities import KNOWN_IDENTITIES, known_identity
-from faithbench.bench.run.tidy import job_columns
-from faithbench.io import atomic_write_text
+from faithbench.attributions.identities import known_identity
+from faithbench.bench.store.identity import FINGERPRINT_IMAGES, FINGERPRINT_VALUES, RTOL
+from faithbench.bench.store.tidy import job_columns
 from faithbench.metrics.spec import Unit
 from faithbench.models.adapter import ModelAdapter
-
-FINGERPRINT_IMAGES = 2  # enough: two methods that differ do so on every image in practice
-FINGERPRINT_VALUES = 1024  # per map; 28-32 px maps are kept whole (a unit file grows by ~11 KB)
-RTOL = 1e-5
-RULE = (
-    f"max |a - b| <= {RTOL:g} * max(max |a|, max |b|) over the two methods' maps of the first "
-    f"{FINGERPRINT_IMAGES} per-sample images (for their labels)"
-)
-FILE = "identical_maps.json"
 
 
 def fingerprint(unit: Unit) -> dict[str, Any] | None:
@@ -98,33 +87,3 @@ def identical_pairs(model: ModelAdapter, units: list[dict]) -> list[dict[str, An
                 }
             )
     return pairs
-
-
-def verdict(pair: dict[str, Any]) -> str:
-    return f"expected ({pair['reason']})" if pair["status"] == "expected" else "unexpected"
-
-
-def warning_line(pair: dict[str, Any]) -> str:
-    a, b = pair["methods"]
-    return (
-        f"[faithbench] warning: on {pair['model']}, methods {a} and {b} give the same maps "
-        f"(max |a - b| = {pair['max_rel_diff']:.1e} x max |map| on {pair['images']} images): {verdict(pair)}"
-    )
-
-
-def write(out: Path, pairs: list[dict[str, Any]]) -> None:
-    record = {"rule": RULE, "rtol": RTOL, "pairs": pairs}
-    atomic_write_text(out / FILE, json.dumps(record, indent=2))
-
-
-def read(run_dir: Path) -> dict[str, Any] | None:
-    """A run's flagged pairs (None: the run predates the check or the file is unreadable)."""
-    try:
-        return json.loads((Path(run_dir) / FILE).read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
-def known_identities_text() -> list[str]:
-    """The identities that are mathematics, not defects, one line each (stated in every report)."""
-    return [f"{' = '.join(k.pair)}: {k.reason}" for k in KNOWN_IDENTITIES]
