@@ -15,13 +15,13 @@ from typing import Any
 
 from faithbench.attributions import METHODS, RUN_CONTROLS
 from faithbench.bench.cli.catalog import CATALOG_FILE, REGENERATE, Table
-from faithbench.bench.run.data import DATASETS
 from faithbench.bench.run.suite import LISTS, SCALARS, Suite
 from faithbench.bench.run.suite_files import SUITES, suite_description
 from faithbench.config import defaults
 from faithbench.io import atomic_write_text
 from faithbench.metrics.registry import METRICS
 from faithbench.models import MODELS
+from faithbench.models.data.datasets import DATASETS
 
 OPTION_TYPES = (int, float, str)  # what argparse can parse from one word (bool would read "False" as true)
 

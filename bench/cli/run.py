@@ -17,7 +17,7 @@ from faithbench.bench.cli.parser import table_overrides
 from faithbench.bench.cli.workers import LocalWorkers, worker_count
 from faithbench.bench.report.build import headline, report
 from faithbench.bench.report.formats import WIDTH, to_text
-from faithbench.bench.run.data import DATASETS, load_data
+from faithbench.bench.run.data import load_data
 from faithbench.bench.run.estimate import estimate
 from faithbench.bench.run.launch import SlurmSettings, submit, wait_for
 from faithbench.bench.run.plan import plan
@@ -28,6 +28,7 @@ from faithbench.bench.run.suite import Suite, build_suite, load_suite, with_over
 from faithbench.bench.run.suite_files import import_plugins, tier_folder
 from faithbench.bench.store.results import read_results
 from faithbench.errors import UserError
+from faithbench.models.data.datasets import DATASETS
 from faithbench.models.data.hf import HF_DATASETS
 
 

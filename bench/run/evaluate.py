@@ -20,8 +20,8 @@ from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
 
 if TYPE_CHECKING:
     from faithbench.attributions import AttributionMethod
-    from faithbench.bench.run.data import EvalData
     from faithbench.models import ModelAdapter
+    from faithbench.models.data.datasets import EvalData
 
 
 def to_record(

@@ -8,9 +8,9 @@ import sys
 
 import torch
 
-from faithbench.bench.run.data import DATASETS, EvalData
 from faithbench.bench.run.suite import Suite
 from faithbench.models import MODELS, load_model
+from faithbench.models.data.datasets import DATASETS, EvalData
 from faithbench.models.user import SOURCE
 from faithbench.models.user_checks import check_fit
 

@@ -20,10 +20,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from faithbench.bench.run.data import EvalData
 from faithbench.bench.run.plan import Plan
 from faithbench.io import atomic_torch_save
 from faithbench.models.adapter import ModelAdapter
+from faithbench.models.data.datasets import EvalData
 
 SHARED_FILE = "shared.pt"
 

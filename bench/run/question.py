@@ -13,9 +13,9 @@ import tomllib
 from collections.abc import Sequence
 from typing import Any
 
-from faithbench.bench.run.data import DATASETS
 from faithbench.bench.run.suite_files import SUITES
 from faithbench.models import MODELS
+from faithbench.models.data.datasets import DATASETS
 
 DEFAULT_SUITES = {"image": "vision", "text": "text"}  # the embedded default of each modality: its lists fill gaps
 FALLBACK_DATASET = "mnist"  # the offline zoo's digits, where nothing names a data set

@@ -18,13 +18,14 @@ from typing import Any
 
 from faithbench.attributions import CORRUPTION_CONTROLS, METHODS, get_method
 from faithbench.attributions import RUN_CONTROLS as CONTROLS
-from faithbench.bench.run.data import DATASETS, text_tokenizer
+from faithbench.bench.run.data import text_tokenizer
 from faithbench.bench.run.suite_files import import_plugins, suite_path, tiers
 from faithbench.config import from_table, to_dict
 from faithbench.errors import ParameterError, UserError
 from faithbench.metrics.baselines import TEXT_BASELINES
 from faithbench.metrics.registry import METRICS
 from faithbench.models import MODELS
+from faithbench.models.data.datasets import DATASETS
 from faithbench.models.user import SOURCE as USER_SOURCE
 
 SCALARS = {  # key: (type, smallest value or None)

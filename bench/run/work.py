@@ -22,7 +22,6 @@ import torch
 from tqdm.auto import tqdm
 
 from faithbench.attributions import UnsupportedMethodError
-from faithbench.bench.run.data import EvalData
 from faithbench.bench.run.evaluate import evaluate_unit, suite_unit
 from faithbench.bench.run.fingerprints import fingerprint, identical_pairs
 from faithbench.bench.run.pairing import SharedItems
@@ -36,6 +35,7 @@ from faithbench.io import atomic_write_text
 from faithbench.metrics.mapstore import MapStore
 from faithbench.models import load_model
 from faithbench.models.adapter import ModelAdapter
+from faithbench.models.data.datasets import EvalData
 
 Pair = tuple[str, str]  # (model, job)
 

@@ -35,7 +35,7 @@ def test_cached_data_is_read_offline(monkeypatch, tmp_path):
 
 
 def test_loading_a_hugging_face_data_set_without_it_stops_in_one_line(monkeypatch, tmp_path):
-    from faithbench.bench.run.data import DATASETS
+    from faithbench.models.data.datasets import DATASETS
 
     monkeypatch.setenv("HF_HOME", str(tmp_path))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

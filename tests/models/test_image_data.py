@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from faithbench.bench.run.data import DATASETS
 from faithbench.models.data.animal_mnist import ANIMAL_CLASSES, FILE
+from faithbench.models.data.datasets import DATASETS
 from faithbench.models.data.splits import IMAGE_SPLITS, image_splits
 
 

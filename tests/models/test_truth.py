@@ -8,9 +8,9 @@ import torch
 from captum.attr import DeepLift, IntegratedGradients
 
 from faithbench.attributions import get_method
-from faithbench.bench.run.data import DATASETS
 from faithbench.models import MODELS, load_model
 from faithbench.models.adapter import ModelAdapter, input_x_gradient
+from faithbench.models.data.datasets import DATASETS
 from faithbench.models.truth.image_data import truth_images
 from faithbench.models.truth.image_exact import IDENTITY, GroundTruth, cell_truth, true_attribution, true_support
 from faithbench.models.truth.image_nets import (

@@ -7,13 +7,13 @@ import pytest
 import torch
 
 from faithbench.attributions import get_method
-from faithbench.bench.run.data import DATASETS
 from faithbench.metrics.erasure import comprehensiveness_sufficiency
 from faithbench.metrics.registry import METRICS
 from faithbench.metrics.spec import Unit
 from faithbench.metrics.truth_agreement import CORRELATION, MASS, TruthConfig, truth_correlation, truth_mass
 from faithbench.models import MODELS, load_model
 from faithbench.models.checkpoints.hf_bert import load_tokenizer
+from faithbench.models.data.datasets import DATASETS
 from faithbench.models.truth.token_data import MAX_TOKENS, lexicon_ids, truth_sentences
 from faithbench.models.truth.token_exact import TableEncoding, TokenTruth, roll_features, token_features, token_truth
 from faithbench.models.truth.token_nets import (
