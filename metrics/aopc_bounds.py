@@ -133,12 +133,11 @@ def aopc_bounds(
 
     Example:
         >>> import torch
-        >>> weights = torch.tensor([[3.0, 1.0, 0.0, 2.0]])  # an additive text model: logit 0 = sum of the kept weights
-        >>> def forward(ids):
-        ...     return torch.stack([(ids * weights).sum(1), torch.zeros(len(ids))], 1)
-        >>> ids, target, mask = torch.ones(1, 4), torch.tensor([0]), torch.ones(1, 4, dtype=torch.bool)
+        >>> from faithbench.metrics.toy import additive_text_model
+        >>> toy = additive_text_model()  # logit 0 = the sum of the kept tokens' weights 3, 1, 0, 2
+        >>> mask = torch.ones(1, 4, dtype=torch.bool)
         >>> from faithbench.metrics.aopc_bounds import aopc_bounds
-        >>> bounds = aopc_bounds(forward, ids, target, mask, baseline=0.0, activation="identity")
+        >>> bounds = aopc_bounds(toy.forward, toy.inputs, toy.targets, mask, baseline=0.0, activation="identity")
         >>> bounds.upper, bounds.lower  # drops (3, 5, 6, 6) removing 3, 2, 1, 0; (0, 1, 3, 6) removing 0, 1, 2, 3
         (tensor([5.], dtype=torch.float64), tensor([2.5000], dtype=torch.float64))
         >>> bounds.exact

@@ -118,14 +118,11 @@ def pixel_deletion(
         chunk_size: perturbed images per model call.
 
     Example:
-        >>> import torch
-        >>> w = torch.arange(16.0).reshape(1, 1, 4, 4)  # a linear model: logit 0 = sum(w * x), logit 1 = 0
-        >>> def forward(x):
-        ...     return torch.cat([(x * w).flatten(1).sum(1, keepdim=True), torch.zeros(len(x), 1)], 1)
-        >>> x, target = torch.ones(1, 1, 4, 4), torch.tensor([0])  # logit 0 = 120
+        >>> from faithbench.metrics.toy import linear_image_model
+        >>> toy = linear_image_model()  # logit 0 = sum(w * x) = 120 with w = 0..15 on a 4 x 4 image of ones
         >>> from faithbench.metrics import pixel_deletion
         >>> fractions = (0, 0.25, 0.5, 1)
-        >>> out = pixel_deletion(forward, x, w[:, 0], target, block_size=1, fractions=fractions, activation="identity")
+        >>> out = pixel_deletion(*toy.args(), block_size=1, fractions=fractions, activation="identity")
         >>> out.curve  # the 4 and 8 largest w removed: 120 - (15 + 14 + 13 + 12), 120 - 92
         tensor([[120.,  66.,  28.,   0.]])
         >>> out.values  # trapezoid area over the fractions
@@ -161,14 +158,11 @@ def pixel_insertion(
     the top blocks. Arguments as :func:`pixel_deletion`.
 
     Example:
-        >>> import torch
-        >>> w = torch.arange(16.0).reshape(1, 1, 4, 4)  # a linear model: logit 0 = sum(w * x), logit 1 = 0
-        >>> def forward(x):
-        ...     return torch.cat([(x * w).flatten(1).sum(1, keepdim=True), torch.zeros(len(x), 1)], 1)
-        >>> x, target = torch.ones(1, 1, 4, 4), torch.tensor([0])  # logit 0 = 120
+        >>> from faithbench.metrics.toy import linear_image_model
+        >>> toy = linear_image_model()  # logit 0 = sum(w * x) = 120 with w = 0..15 on a 4 x 4 image of ones
         >>> from faithbench.metrics import pixel_insertion
         >>> fractions = (0, 0.25, 0.5, 1)
-        >>> out = pixel_insertion(forward, x, w[:, 0], target, block_size=1, fractions=fractions, activation="identity")
+        >>> out = pixel_insertion(*toy.args(), block_size=1, fractions=fractions, activation="identity")
         >>> out.curve, out.values
         (tensor([[  0.,  54.,  92., 120.]]), tensor([78.]))
     """

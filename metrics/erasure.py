@@ -116,15 +116,10 @@ def comprehensiveness_sufficiency(
         extra: per-sample side inputs for ``forward`` (e.g. ``{"attention_mask": mask}``).
 
     Example:
-        >>> import torch
-        >>> w = torch.arange(16.0).reshape(1, 1, 4, 4)  # a linear model: logit 0 = sum(w * x), logit 1 = 0
-        >>> def forward(x):
-        ...     return torch.cat([(x * w).flatten(1).sum(1, keepdim=True), torch.zeros(len(x), 1)], 1)
-        >>> x, target = torch.ones(1, 1, 4, 4), torch.tensor([0])  # logit 0 = 120
+        >>> from faithbench.metrics.toy import linear_image_model
+        >>> toy = linear_image_model()  # logit 0 = sum(w * x) = 120 with w = 0..15 on a 4 x 4 image of ones
         >>> from faithbench.metrics import comprehensiveness_sufficiency
-        >>> out = comprehensiveness_sufficiency(
-        ...     forward, x, w[:, 0], target, fractions=(0.25, 0.5), activation="identity"
-        ... )
+        >>> out = comprehensiveness_sufficiency(*toy.args(), fractions=(0.25, 0.5), activation="identity")
         >>> out.comprehensiveness.curve, out.comprehensiveness.values  # 120 - 66, 120 - 28; their mean
         (tensor([[54., 92.]]), tensor([73.]))
         >>> out.sufficiency.curve, out.sufficiency.values  # 120 - 54 (the top 4 kept), 120 - 92

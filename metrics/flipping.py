@@ -109,15 +109,10 @@ def pixel_flipping(
         chunk_size: perturbed images per model call.
 
     Example:
-        >>> import torch
-        >>> w = torch.arange(16.0).reshape(1, 1, 4, 4)  # a linear model: logit 0 = sum(w * x), logit 1 = 0
-        >>> def forward(x):
-        ...     return torch.cat([(x * w).flatten(1).sum(1, keepdim=True), torch.zeros(len(x), 1)], 1)
-        >>> x, target = torch.ones(1, 1, 4, 4), torch.tensor([0])  # logit 0 = 120
+        >>> from faithbench.metrics.toy import linear_image_model
+        >>> toy = linear_image_model()  # logit 0 = sum(w * x) = 120 with w = 0..15 on a 4 x 4 image of ones
         >>> from faithbench.metrics.flipping import pixel_flipping
-        >>> out = pixel_flipping(
-        ...     forward, x, w[:, 0], target, block_size=2, fractions=(0, 0.5, 1), activation="identity"
-        ... )
+        >>> out = pixel_flipping(*toy.args(), block_size=2, fractions=(0, 0.5, 1), activation="identity")
         >>> out.morf.curve, out.lerf.curve  # 2 x 2 blocks of sums 50, 42, 18, 10: most / least relevant first
         (tensor([[120.,  28.,   0.]]), tensor([[120.,  92.,   0.]]))
         >>> out.morf.values, out.lerf.values, out.srg.values  # SRG = LeRF area - MoRF area

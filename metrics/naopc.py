@@ -59,12 +59,11 @@ def aopc_orders(
 
     Example:
         >>> import torch
-        >>> weights = torch.tensor([[3.0, 1.0, 0.0, 2.0]])  # an additive text model: logit 0 = sum of the kept weights
-        >>> def forward(ids):
-        ...     return torch.stack([(ids * weights).sum(1), torch.zeros(len(ids))], 1)
-        >>> ids, target, mask = torch.ones(1, 4), torch.tensor([0]), torch.ones(1, 4, dtype=torch.bool)
+        >>> from faithbench.metrics.toy import additive_text_model
+        >>> toy = additive_text_model()  # logit 0 = the sum of the kept tokens' weights 3, 1, 0, 2
+        >>> mask = torch.ones(1, 4, dtype=torch.bool)
         >>> from faithbench.metrics.naopc import aopc_orders
-        >>> comp, suff = aopc_orders(forward, ids, weights, target, mask, baseline=0.0, activation="identity")
+        >>> comp, suff = aopc_orders(*toy.args(), mask, baseline=0.0, activation="identity")
         >>> comp, suff  # the map's own order, most important first, then least important first
         (tensor([5.], dtype=torch.float64), tensor([2.5000], dtype=torch.float64))
     """

@@ -60,13 +60,10 @@ def cell_drops(
     calls of ``chunk_size`` inputs. ``baseline``: broadcastable to ``inputs`` (per sample or one for all).
 
     Example:
-        >>> import torch
-        >>> w = torch.arange(16.0).reshape(1, 1, 4, 4)  # a linear model: logit 0 = sum(w * x), logit 1 = 0
-        >>> def forward(x):
-        ...     return torch.cat([(x * w).flatten(1).sum(1, keepdim=True), torch.zeros(len(x), 1)], 1)
-        >>> x, target = torch.ones(1, 1, 4, 4), torch.tensor([0])  # logit 0 = 120
+        >>> from faithbench.metrics.toy import linear_image_model
+        >>> toy = linear_image_model()  # logit 0 = sum(w * x) = 120 with w = 0..15 on a 4 x 4 image of ones
         >>> from faithbench.metrics.single_deletion import cell_drops
-        >>> cell_drops(forward, x, target, grid=2)  # the logit drop of zeroing each 2 x 2 cell, row-major
+        >>> cell_drops(toy.forward, toy.inputs, toy.targets, grid=2)  # zeroing each 2 x 2 cell, row-major
         tensor([[10., 18., 42., 50.]])
     """
     check_tensor(inputs, "inputs", min_dim=4, floating=True)

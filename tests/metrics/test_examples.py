@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from faithbench.metrics import toy as toy_module
+from faithbench.metrics.toy import additive_text_model, linear_image_model
+
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics"
 DOCUMENTED = sorted({m for page in DOCS.glob("*.md") for m in re.findall(r"^::: ([\w.]+)$", page.read_text(), re.M)})
 
@@ -44,3 +47,18 @@ def test_a_wrong_example_fails():
     for test in doctest.DocTestFinder(recurse=False).find(f, "f", globs={}):
         runner.run(test, out=lambda _: None)
     assert runner.summarize(verbose=False).failed == 1
+
+
+def test_the_toy_models_are_additive():
+    image, text = linear_image_model(), additive_text_model()
+    for toy in (image, text):
+        logits = toy.forward(toy.inputs)
+        assert logits[0, 0] == toy.attributions.sum() and logits[0, 1] == 0
+        kept = toy.inputs.clone().flatten(1)
+        kept[:, 0] = 0  # removing a feature lowers logit 0 by its weight
+        assert toy.forward(kept.view_as(toy.inputs))[0, 0] == logits[0, 0] - toy.attributions.flatten(1)[0, 0]
+    assert image.attributions.shape == (1, 4, 4) and text.attributions.shape == (1, 4)
+
+
+def test_the_toy_models_examples_run():
+    assert doctest.testmod(toy_module, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0
