@@ -2,6 +2,7 @@
 
 import ast
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -173,6 +174,25 @@ def test_the_report_reads_the_run_folder_through_the_store_only():
     ]
     assert not offenders, offenders
     assert any(t.startswith("faithbench.bench.store") for t in _top_level_imports(ROOT / "bench/report/build.py"))
+
+
+def test_a_report_loads_no_registry(tmp_path):
+    """A report describes the run as its files record it (run.json's catalog: the registries' names and orders), so
+    it imports no models, attributions or metrics module: ``bench report`` of a committed run, in a fresh process."""
+    run = tmp_path / "run"
+    shutil.copytree(ROOT / "results" / "reference" / "smoke", run, ignore=shutil.ignore_patterns("zoo", "truth"))
+    script = (
+        "import contextlib, io, sys\n"
+        "from faithbench.bench.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main(['report', sys.argv[1] + '/results.csv', '--n-boot', '100']) == 0\n"
+        "layers = ('faithbench.models', 'faithbench.attributions', 'faithbench.metrics', 'faithbench.bench.run')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(layers)))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script, str(run)], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[-1] == "[]", proc.stdout[-2000:]
+    assert (run / "report" / "index.html").exists()
 
 
 def test_the_report_room_loads_no_model_and_runs_no_method():

@@ -11,7 +11,7 @@ import pytest
 
 from faithbench.bench.cli import COMMANDS, build_parser
 from faithbench.bench.cli.catalog import CATALOG_FILE, REGENERATE, config_options
-from faithbench.bench.cli.make_catalog import options, render
+from faithbench.bench.cli.make_catalog import INSTALLED_CATALOG, options, render, render_installed
 from faithbench.bench.cli.parser import table_overrides
 from faithbench.registry import LISTED_IN_FULL, Registry
 
@@ -21,6 +21,7 @@ LIGHT_ARGV = [["--help"], ["list"], ["list", "--markdown"], *([name, "--help"] f
 
 def test_the_catalog_is_what_the_registries_give():
     """catalog.json is generated: adding a metric, model, method, data set, suite or setting means regenerating it."""
+    assert INSTALLED_CATALOG.read_text(encoding="utf-8") == render_installed(), f"{INSTALLED_CATALOG.name} is stale"
     assert CATALOG_FILE.read_text(encoding="utf-8") == render(), (
         f"{CATALOG_FILE.name} is stale: {REGENERATE} && python -m bench list --markdown > docs/reference.md"
     )

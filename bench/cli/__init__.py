@@ -20,7 +20,7 @@ COMMANDS = {  # command -> "module:function", imported when the command runs
     "list": "faithbench.bench.cli.listing:cmd_list",
     "zoo": "faithbench.bench.cli.zoo:cmd_zoo",
     "run": "faithbench.bench.cli.run:cmd_run",
-    "report": "faithbench.bench.cli.run:cmd_report",
+    "report": "faithbench.bench.cli.reporting:cmd_report",
     "rescore": "faithbench.bench.cli.rescore:cmd_rescore",
     "compare": "faithbench.bench.cli.compare:cmd_compare",
     "status": "faithbench.bench.cli.status:cmd_status",

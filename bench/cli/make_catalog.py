@@ -15,8 +15,10 @@ from typing import Any
 
 from faithbench.attributions import METHODS, RUN_CONTROLS
 from faithbench.bench.cli.catalog import CATALOG_FILE, REGENERATE, Table
+from faithbench.bench.run.provenance import registry_catalog
 from faithbench.bench.run.suite import LISTS, SCALARS, Suite
 from faithbench.bench.run.suite_files import SUITES, suite_description
+from faithbench.bench.store import run_catalog
 from faithbench.config import defaults
 from faithbench.io import atomic_write_text
 from faithbench.metrics.registry import METRICS
@@ -24,6 +26,8 @@ from faithbench.models import MODELS
 from faithbench.models.data.datasets import DATASETS
 
 OPTION_TYPES = (int, float, str)  # what argparse can parse from one word (bool would read "False" as true)
+
+INSTALLED_CATALOG = Path(run_catalog.__file__).with_name(run_catalog.INSTALLED_FILE)
 
 
 def _method_flags(caps) -> str:
@@ -161,10 +165,16 @@ def render() -> str:
     )
 
 
-def write(path: Path = CATALOG_FILE) -> Path:
+def render_installed() -> str:
+    """The installed registries' names and orders that a report reads for a run which recorded none."""
+    return json.dumps(registry_catalog().to_dict(), indent=1, ensure_ascii=False) + "\n"
+
+
+def write(path: Path = CATALOG_FILE, installed: Path = INSTALLED_CATALOG) -> tuple[Path, Path]:
     atomic_write_text(path, render())
-    return path
+    atomic_write_text(installed, render_installed())
+    return path, installed
 
 
 if __name__ == "__main__":
-    sys.stdout.write(f"wrote {write()}\n")
+    sys.stdout.write("".join(f"wrote {p}\n" for p in write()))

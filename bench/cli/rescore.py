@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from faithbench.bench.cli.run import no_progress_bars, say
+from faithbench.bench.cli.reporting import say
+from faithbench.bench.cli.run import no_progress_bars
 from faithbench.bench.report.build import report, to_text
 from faithbench.bench.report.formats import WIDTH
 from faithbench.bench.report.protocols import EVERY, PROTOCOLS_CSV, SUMMARY_CSV, write_protocols

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from faithbench.bench.cli.parser import table_overrides
+from faithbench.bench.cli.reporting import say
 from faithbench.bench.cli.workers import LocalWorkers, worker_count
 from faithbench.bench.report.build import headline, report
 from faithbench.bench.report.formats import WIDTH, to_text
@@ -45,12 +46,6 @@ def no_progress_bars(disable: bool) -> Iterator[None]:
             os.environ.pop("TQDM_DISABLE", None)
         else:
             os.environ["TQDM_DISABLE"] = old
-
-
-def say(line: str) -> None:
-    """A progress line of the report (its steps can take minutes on a large run) on stderr, beside the run's."""
-    sys.stderr.write(line + "\n")
-    sys.stderr.flush()
 
 
 def run_suite(args: argparse.Namespace) -> Suite:
@@ -217,17 +212,3 @@ def _n_images(suite: Suite) -> int | None:
     if DATASETS.get(suite.dataset).needs_root or suite.dataset in HF_DATASETS:
         return None
     return len(load_data(suite).labels)
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    if not 0 < args.alpha < 1:
-        raise UserError(f"--alpha must lie in (0, 1), got {args.alpha}")
-    if args.n_boot < 100:
-        raise UserError(f"--n-boot must be at least 100, got {args.n_boot}")
-    text, tables, plots = report(
-        Path(args.results), Path(args.out) if args.out else None, alpha=args.alpha, n_boot=args.n_boot, progress=say
-    )
-    sys.stdout.write(text + "\n\n")
-    folder = tables["html"].parent
-    sys.stdout.write(f"wrote {len(tables)} tables and {len(plots)} figures to {folder} (the page: index.html)\n")
-    return 0

@@ -21,6 +21,7 @@ from faithbench.bench.report.statistics_section import BEST, TIED, leaderboard_s
 from faithbench.bench.report.tables import headline, leaderboard
 from faithbench.bench.store import identity
 from faithbench.bench.store.results import WRITTEN_COLUMNS, first_runs, read_results
+from faithbench.bench.store.run_catalog import reading, recorded
 from faithbench.errors import UserError
 from faithbench.io import writable_folder
 
@@ -76,6 +77,13 @@ def report(
     ``alpha``, ``n_boot`` bootstrap resamples for P(rank 1)); the Markdown and text ones end with the metrics'
     reliability and agreement, the cost and the identical-maps check (:mod:`faithbench.bench.store.identity`).
     ``progress`` is told each step as it starts (one short line)."""
+    with reading(recorded(Path(results_csv).parent)):  # the orders and names the run recorded, not the installed ones
+        return _report(Path(results_csv), out, alpha, n_boot, progress)
+
+
+def _report(
+    results_csv: Path, out: Path | None, alpha: float, n_boot: int, progress: Callable[[str], None] | None
+) -> tuple[str, dict[str, Path], list[Path]]:
     say = progress or (lambda _: None)
     results = read_results(results_csv, WRITTEN_COLUMNS)
     if results.empty:  # a run whose every pair was skipped, or a file cut to its header

@@ -16,7 +16,7 @@ One row per metric, one column per question:
   corrupts, its parameter ``of``) on the same sample;
 * ``tau truth``: Kendall's tau-b between the metric's ranking of the tier's methods (controls left out) and their
   ranking by their agreement with the exact attribution (the tier's reference metric,
-  :data:`faithbench.metrics.truth_agreement.REFERENCE`), mean over the hand-set models;
+  as the run records it: ``RunCatalog.truth_reference``), mean over the hand-set models;
 * ``split-half``, ``alpha``, ``rerun rho``, ``agreement tau``: this run's split-half reliability and Krippendorff's
   alpha of the per-sample method ranks (:mod:`.agreement`; each the mean over the models), rerun agreement of the
   seeded methods (mean) and mean Kendall tau with the other metrics (:mod:`.statistics`).
@@ -37,17 +37,14 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from faithbench.attributions.corruptions import CORRUPTION_CONTROLS
-from faithbench.attributions.truth_controls import TRUTH_CORRUPTIONS
 from faithbench.bench.report.order import metric_order
 from faithbench.bench.report.statistics import metric_agreement
 from faithbench.bench.report.statistics_section import LeaderboardStats, read_samples
 from faithbench.bench.report.style import WIDTH_IN, save
 from faithbench.bench.store.results import first_runs, read_results
-from faithbench.metrics.truth_agreement import REFERENCE
+from faithbench.bench.store.run_catalog import current
 
 MODEL_FREE = ("random", "uniform", "centre", "edges")
-TRUTH_METRIC = REFERENCE
 COLUMNS = [
     "AUROC truth", "AUROC controls", "AUROC corruptions", "tau truth", "split-half", "alpha", "rerun rho",
     "agreement tau",
@@ -90,7 +87,7 @@ def corruption_pairs(results: pd.DataFrame) -> list[tuple[str, str]]:
     parameter ``of`` (in its rows' ``params``)."""
     if "params" not in results:
         return []
-    rows = results[results["method"].isin(CORRUPTION_CONTROLS)].drop_duplicates("method")
+    rows = results[results["method"].isin(current().corruption_controls)].drop_duplicates("method")
     pairs = []
     for method, params in zip(rows["method"], rows["params"], strict=True):
         of = json.loads(params if isinstance(params, str) else "{}").get("method_params", {}).get("of")
@@ -105,8 +102,9 @@ def truth_tau(results: pd.DataFrame) -> pd.DataFrame:
     agreement, :func:`~faithbench.bench.report.statistics.metric_agreement`, against the reference)."""
     frame = results[~results["is_control"].astype(bool) & results["rerun_of"].isna()]
     pairs = metric_agreement(frame)
-    pairs = pairs[(pairs["metric_a"] == TRUTH_METRIC) | (pairs["metric_b"] == TRUTH_METRIC)]
-    other = pairs["metric_b"].where(pairs["metric_a"] == TRUTH_METRIC, pairs["metric_a"])
+    truth = current().truth_reference
+    pairs = pairs[(pairs["metric_a"] == truth) | (pairs["metric_b"] == truth)]
+    other = pairs["metric_b"].where(pairs["metric_a"] == truth, pairs["metric_a"])
     with warnings.catch_warnings():  # a metric that ties every method on every model: no mean
         warnings.simplefilter("ignore", RuntimeWarning)
         tau = pairs["tau"].groupby(other, sort=False).mean()
@@ -147,7 +145,7 @@ def report_card(
     for m in metric_order(metrics):
         card[m] = {c: math.nan for c in COLUMNS}
     if truth_results is not None and truth_samples is not None:
-        auc = paired_auroc(truth_samples, _directions(truth_results), ["truth"], list(TRUTH_CORRUPTIONS))
+        auc = paired_auroc(truth_samples, _directions(truth_results), ["truth"], list(current().truth_corruptions))
         for r in auc.itertuples():
             card[r.metric].update({"AUROC truth": r.auroc, "n truth": r.n, "p truth": r.p})
         for r in truth_tau(truth_results).itertuples():
@@ -232,13 +230,13 @@ def run_card(run_dir: Path, results: pd.DataFrame, stats_: LeaderboardStats, tie
     has per-sample scores."""
     samples = read_samples(run_dir)
     truth_results = truth_samples = None
-    if TRUTH_METRIC in set(results["metric"]):  # the tier's own report
+    if current().truth_reference in set(results["metric"]):  # the tier's own report
         truth_results, truth_samples = first_runs(results), samples
     for tier in tiers if truth_results is None else ():
         csv = run_dir / Path(tier).stem / "results.csv"  # the run's tier folder (bench.run.suite.tier_folder)
         if csv.exists():
             found = read_results(csv)
-            if TRUTH_METRIC in set(found["metric"]):
+            if current().truth_reference in set(found["metric"]):
                 truth_results, truth_samples = first_runs(found), read_samples(csv.parent)
                 break
     if samples is None and truth_samples is None:
@@ -255,6 +253,6 @@ def card_section_note() -> str:
         "scores better than a corruption of it: shuffled, another class's, on a randomised copy of the model). 0.5 is "
         "chance (ties count half); an AUROC is better than chance when a one-sided sign test rejects 0.5 at 0.05. "
         "tau truth: Kendall's tau between the metric's ranking of the tier's methods and their ranking by agreement "
-        f"with the exact attribution ({TRUTH_METRIC}). Split-half, rerun rho and agreement tau: as in the sections "
-        "above (means)."
+        f"with the exact attribution ({current().truth_reference}). Split-half, rerun rho and agreement tau: as in the "
+        "sections above (means)."
     )

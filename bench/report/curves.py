@@ -6,14 +6,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from faithbench.bench.report.order import is_control, method_order, model_order
 from faithbench.bench.report.style import WIDTH_IN, better, line_style, save, side_legend
-from faithbench.metrics.registry import METRICS
+from faithbench.bench.store.run_catalog import current
+
+
+class _Axes(NamedTuple):
+    """A curve metric's panel: its name and its axes' labels, as the run recorded them."""
+
+    name: str
+    x: str = ""
+    y: str = "p(explained class)"
+
 
 COLUMNS = 3  # panels per row: three fit the report's width with their axis labels apart
 
@@ -47,8 +56,8 @@ def _panel(ax: Any, stats: pd.DataFrame, spec: Any, row: pd.Series | None, metho
         unit = f"{row['unit']}, " if isinstance(row["unit"], str) and row["unit"] else ""
         title += f" ({unit}{better(bool(row['higher_is_better']))})"
     ax.set_title(title, fontsize=10)
-    ax.set_xlabel(spec.curve_label or "fraction", fontsize=9)
-    ax.set_ylabel(spec.curve_value_label, fontsize=9)
+    ax.set_xlabel(spec.x or "fraction", fontsize=9)
+    ax.set_ylabel(spec.y, fontsize=9)
     ax.tick_params(labelsize=8)
     ax.grid(alpha=0.3, linewidth=0.6)
 
@@ -57,7 +66,8 @@ def curve_jobs(curves: pd.DataFrame, results: pd.DataFrame, out: Path) -> list[C
     """One job per model with curves, in the report's order: given ``plt``, it draws and writes the model's
     ``curves_<model>.png`` (:func:`curve_figures`; the report draws the jobs side by side)."""
     metrics, models = set(curves["metric"].unique()), set(curves["model"].unique())  # once: curves has ~1e6 rows
-    specs = [METRICS.get(m) for m in METRICS if m in metrics]
+    catalog = current()
+    specs = [_Axes(m, **catalog.curves.get(m, {})) for m in catalog.metrics if m in metrics]
     if not specs:
         return []
     rows = results.drop_duplicates("metric").set_index("metric")

@@ -1,6 +1,6 @@
 """One order of the metrics, and one order and one colour per method, for every table and figure of a report:
 methods in the registry's order (controls last, in grey), models in the run's order; a method keeps its colour in
-every figure and every run."""
+every figure and every run. The orders are those the run recorded (:mod:`faithbench.bench.store.run_catalog`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from faithbench.attributions import ALL_CONTROLS as CONTROLS
-from faithbench.attributions import METHODS
-from faithbench.metrics.registry import METRICS
+from faithbench.bench.store.run_catalog import current
 
 # Twenty colours a reader can tell apart (matplotlib's tab20, the dark shade of each hue first); controls are grey.
 _PALETTE = (
@@ -22,15 +20,15 @@ CONTROL_GREY = "#7f7f7f"
 
 
 def is_control(method: str) -> bool:
-    return method in CONTROLS
+    return method in current().controls
 
 
 def method_order(methods: Iterable[str]) -> list[str]:
     """The given methods in the registry's order (unregistered ones after, by name), the controls last (first runs
     only: a report orders and colours methods, the reruns of seeded ones feed its statistics)."""
-    names = list(dict.fromkeys(methods))
-    registered = {name: i for i, name in enumerate(n for n in METHODS if n not in CONTROLS)}
-    controls = {name: i for i, name in enumerate(CONTROLS)}
+    names, catalog = list(dict.fromkeys(methods)), current()
+    registered = {name: i for i, name in enumerate(catalog.methods)}
+    controls = {name: i for i, name in enumerate(catalog.controls)}
 
     def key(m: str) -> tuple:
         if m in controls:
@@ -42,9 +40,9 @@ def method_order(methods: Iterable[str]) -> list[str]:
 
 def method_colour(method: str) -> str:
     """The method's colour: fixed by its place in the registry, so it is the same in every figure and run."""
-    if method in CONTROLS:
+    if is_control(method):
         return CONTROL_GREY
-    names = [n for n in METHODS if n not in CONTROLS]
+    names = current().methods
     index = names.index(method) if method in names else len(names) + sum(map(ord, method))
     return _PALETTE[index % len(_PALETTE)]
 
@@ -56,5 +54,5 @@ def model_order(results: pd.DataFrame) -> list[str]:
 
 def metric_order(metrics: Iterable[str]) -> list[str]:
     """The given metrics in the registry's (the leaderboard's) order, unregistered ones after, by name."""
-    names = set(metrics)
-    return [m for m in METRICS if m in names] + sorted(names - set(METRICS))
+    names, registered = set(metrics), current().metrics
+    return [m for m in registered if m in names] + sorted(names - set(registered))

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from faithbench.attributions.identities import KNOWN_IDENTITIES
 from faithbench.bench.report.agreement import AGREEMENT_NOTE, agreement_text
 from faithbench.bench.report.card import card_section_note, card_text
 from faithbench.bench.report.claim_verdicts import LOCALITY_FILE, run_claims
@@ -24,6 +23,7 @@ from faithbench.bench.report.statistics_section import (
 )
 from faithbench.bench.report.tables import row_order, sort_rows
 from faithbench.bench.store import identity
+from faithbench.bench.store.run_catalog import current
 
 
 @dataclass
@@ -134,7 +134,7 @@ def identity_section(run_dir: Path) -> Section | None:
         "Methods with identical maps",
         note,
         table,
-        [lead, *(f"{' = '.join(k.pair)}: {k.reason}" for k in KNOWN_IDENTITIES)],
+        [lead, *current().identities],  # the identities that are mathematics, not defects
     )
 
 

@@ -9,9 +9,8 @@ from typing import Any
 
 from PIL import Image
 
-from faithbench.attributions import ALL_CONTROLS as CONTROLS
-from faithbench.attributions import METHODS
 from faithbench.bench.report.order import is_control, method_colour
+from faithbench.bench.store.run_catalog import current
 
 DPI = 100
 WIDTH_IN = 16.0  # 1600 px at DPI: the width a report page shows a figure at
@@ -25,7 +24,7 @@ _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "p", "*", "d", "H"
 def method_marker(method: str) -> str:
     """A marker fixed by the method's place in the registry, so colour and marker both identify it (the figures
     show first runs only, never a rerun)."""
-    names = [n for n in METHODS if n not in CONTROLS]
+    names = current().methods
     index = names.index(method) if method in names else sum(map(ord, method))
     return _MARKERS[index % len(_MARKERS)]
 

@@ -16,6 +16,12 @@ from pathlib import Path
 import torch
 
 import faithbench
+from faithbench.attributions import ALL_CONTROLS, CORRUPTION_CONTROLS, METHODS
+from faithbench.attributions.identities import KNOWN_IDENTITIES
+from faithbench.attributions.truth_controls import TRUTH_CORRUPTIONS
+from faithbench.bench.store.run_catalog import RunCatalog
+from faithbench.metrics.registry import METRICS
+from faithbench.metrics.truth_agreement import REFERENCE
 
 # The folder of each of faithbench's packages: beside each other in a checkout (bench/, metrics/, ...), nested under
 # faithbench/ in an installed wheel. LAYERS are the sub-packages; the root's own modules are faithbench's *.py.
@@ -105,3 +111,17 @@ def provenance(device: torch.device, seed: int) -> dict[str, str]:
         "seed": str(seed),
         "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+
+
+def registry_catalog() -> RunCatalog:
+    """What run.json records of the registries as they are now, plugins included (its report reads this)."""
+    return RunCatalog(
+        methods=tuple(name for name in METHODS if name not in ALL_CONTROLS),
+        controls=tuple(ALL_CONTROLS),
+        corruption_controls=tuple(CORRUPTION_CONTROLS),
+        truth_corruptions=tuple(TRUTH_CORRUPTIONS),
+        truth_reference=REFERENCE,
+        metrics=tuple(METRICS),
+        curves={name: {"x": spec.curve_label, "y": spec.curve_value_label} for name, spec in METRICS.items()},
+        identities=tuple(f"{' = '.join(k.pair)}: {k.reason}" for k in KNOWN_IDENTITIES),
+    )

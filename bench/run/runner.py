@@ -32,7 +32,7 @@ from faithbench.bench.run.distributed import Worker
 from faithbench.bench.run.fit import check_own_models
 from faithbench.bench.run.pairing import save_shared, share_items, shared_digest
 from faithbench.bench.run.plan import Plan, plan, resume_count, run_id
-from faithbench.bench.run.provenance import provenance
+from faithbench.bench.run.provenance import provenance, registry_catalog
 from faithbench.bench.run.suite import Suite
 from faithbench.bench.run.suite_files import plugin_folders
 from faithbench.bench.run.work import Work
@@ -82,6 +82,7 @@ class _Writer:
     def __init__(self, work: Work, suite: Suite) -> None:
         self.work, self.suite = work, suite
         self.plugins_from = plugin_folders(suite.plugins)  # once: run.json records it at every flush
+        self.catalog = registry_catalog().to_dict()  # once too (the registries, plugins imported, for the report)
         self.started = False
         self.flushed_at = -FLUSH_EVERY_S  # the first finished unit is written at once
 
@@ -106,7 +107,7 @@ class _Writer:
         frame = work.store.write_tables(units, self.suite.name)
         shared = {name: items.record() for name, items in work.shared.items()}
         # last: it names the units
-        work.store.save_record(self.suite.to_dict(), work.prov, units, shared, self.plugins_from)
+        work.store.save_record(self.suite.to_dict(), work.prov, units, shared, self.plugins_from, self.catalog)
         return frame
 
 

@@ -9,11 +9,14 @@ every model). Controls ignore the model and reruns repeat a method: neither gets
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from faithbench.io import atomic_torch_save
-from faithbench.metrics.types import Example
+
+if TYPE_CHECKING:  # the store imports no layer below bench at run time (a report loads no registry)
+    from faithbench.metrics.types import Example
 
 FOLDER = "examples"
 

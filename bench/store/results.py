@@ -106,17 +106,25 @@ class RunStore:
         atomic_write_text(self.unit_path(unit["model"], unit["method"]), json.dumps(unit))
 
     def save_record(
-        self, suite: dict, prov: dict, units: Iterable[dict], shared: dict | None = None, plugins_from: list[str] = ()
+        self,
+        suite: dict,
+        prov: dict,
+        units: Iterable[dict],
+        shared: dict | None = None,
+        plugins_from: list[str] = (),
+        catalog: dict | None = None,
     ) -> None:
         """run.json: the suite, the provenance, the manifest of the run's units, the items shared by models, what
         the units recorded of each model (``model_info``: held-out accuracy, training budget) and where the suite's
-        plugins were found (:func:`~faithbench.bench.run.suite_files.plugin_folders`)."""
+        plugins were found (:func:`~faithbench.bench.run.suite_files.plugin_folders`) and the registries' names and
+        orders its report reads (``catalog``: :mod:`faithbench.bench.store.run_catalog`)."""
         units = list(units)
         manifest = [{"model": u["model"], "method": u["method"], "key": u["key"]} for u in units]
         models = {u["model"]: u["model_info"] for u in units if u.get("model_info")}  # held-out accuracy, budget
         record = {"suite": suite, "provenance": prov, "units": manifest, **({"shared": shared} if shared else {})}
         record |= {"models": models} if models else {}
         record |= {"plugin_folders": list(plugins_from)} if plugins_from else {}
+        record |= {"catalog": catalog} if catalog else {}
         atomic_write_text(self.out / "run.json", json.dumps(record, indent=2))
 
     def read_record(self) -> dict:
