@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,19 +17,14 @@ from faithbench.bench.cli.reporting import say
 from faithbench.bench.cli.workers import LocalWorkers, worker_count
 from faithbench.bench.report.build import headline, report
 from faithbench.bench.report.formats import WIDTH, to_text
-from faithbench.bench.run.data import load_data
-from faithbench.bench.run.estimate import estimate
+from faithbench.bench.run.dry_run import dry_run_text
 from faithbench.bench.run.launch import SlurmSettings, submit, wait_for
-from faithbench.bench.run.plan import plan
-from faithbench.bench.run.progress import plan_table
 from faithbench.bench.run.question import question
 from faithbench.bench.run.runner import Terminated, run
 from faithbench.bench.run.suite import Suite, build_suite, load_suite, with_overrides
 from faithbench.bench.run.suite_files import import_plugins, tier_folder
 from faithbench.bench.store.results import read_results
 from faithbench.errors import UserError
-from faithbench.models.data.datasets import DATASETS
-from faithbench.models.data.hf import HF_DATASETS
 
 
 @contextlib.contextmanager
@@ -154,61 +148,6 @@ def launch_array(args: argparse.Namespace, suite: Suite, out: Path) -> pd.DataFr
 
 
 def dry_run(suite: Suite, out: Path) -> int:
-    """``run --dry-run``: the plan, resolved as the run would resolve it, how much of it ``out`` holds, and its cost
-    estimated from what the methods and metrics declare (:mod:`faithbench.bench.run.estimate`). No model loads; the
-    data set is read to count its images (not a folder given by --data-root nor one from Hugging Face)."""
-    steps = plan(suite)
-    cost = estimate(steps, n_images=_n_images(suite))
-    table = plan_table(steps)
-    by_model = cost.units.groupby("model")[["model inputs", "model calls"]].sum().reindex(suite.models, fill_value=0)
-    shared = cost.models.set_index("model")
-    for kind in ("inputs", "calls"):
-        own = by_model[f"model {kind}"] + shared[f"shared {kind}"] + shared[f"before {kind}"]
-        table[f"model {kind} ≈"] = [f"{int(own[m]):,}" for m in table["model"]]
-    sys.stdout.write(f"suite {suite.name}: {len(suite.models)} models x {len(steps.jobs)} methods and controls, ")
-    sys.stdout.write(f"{len(steps.metrics)} metrics, {suite.n_samples} samples, {suite.pieces} piece(s) per unit\n\n")
-    sys.stdout.write(to_text(table, width=WIDTH, keys=1) + "\n\n")
-    u = cost.units
-    marks = [f"{n:,}{'~' if notes else ''}{'' if known else '?'}" for n, notes, known in zip(
-        u["model inputs"], u["notes"], u["known"], strict=True)]  # fmt: skip
-    cells = dict(zip(zip(u["model"], u["method"], strict=True), marks, strict=True))
-    matrix = pd.DataFrame(
-        {"model inputs ≈": [j.name for j in steps.jobs]}
-        | {m: [cells.get((m, j.name), "-") for j in steps.jobs] for m in suite.models}
-    )
-    sys.stdout.write(to_text(matrix, width=WIDTH, keys=1) + "\n\n")
-    inputs, calls = cost.total()
-    before, each = int(shared["before inputs"].sum()), int(shared["shared inputs"].sum())
-    summary = (
-        f"≈ {inputs:,} model inputs in all: an estimate of the images through the models (a backward pass counted "
-        f"with its forward; {each:,} of them shared by a model's units, {before:,} choosing items for every model "
-        f"before any unit), not of model calls, which follow from the batch sizes: ≈ {calls:,} calls at batch_size "
-        f"{suite.batch_size} and max_batch {suite.max_batch}. Per unit above: - the model refuses the method; ? it "
-        "may refuse it when it loads (its rules need layers the model may lack); ~ an estimate:"
-    )
-    sys.stdout.write(textwrap.fill(summary, WIDTH) + "\n")
-    notes = cost.units.explode("notes").dropna(subset=["notes"]).groupby("notes", sort=False)["method"]
-    for note, methods in notes:
-        names = list(dict.fromkeys(methods))
-        which = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
-        sys.stdout.write(textwrap.fill(f"~ {note} ({which})", WIDTH, initial_indent="  ", subsequent_indent="    "))
-        sys.stdout.write("\n")
-    for note in (*cost.notes, "not counted: the example map of each (model, method) for the report"):
-        sys.stdout.write(f"  {note}\n")
-    for tier in steps.tiers:
-        t_inputs, t_calls = estimate(tier.plan, n_images=_n_images(tier.plan.suite)).total()
-        sys.stdout.write(f"tier {tier.name} (into {out / tier.folder}): ≈ {t_inputs:,} model inputs, ")
-        sys.stdout.write(f"≈ {t_calls:,} calls (its plan: --suite {tier.name} --dry-run)\n")
-    sys.stdout.write(f"\n{int(table['pieces'].sum())} pieces in all; ")
-    if (out / "run.json").exists():
-        sys.stdout.write(f"{out} holds a run: `python -m bench status {out}` says how far it got\n")
-    else:
-        sys.stdout.write(f"nothing in {out} yet\n")
+    """``run --dry-run``: the plan and its estimated cost (:mod:`faithbench.bench.run.dry_run`), printed."""
+    sys.stdout.write(dry_run_text(suite, out, lambda table: to_text(table, width=WIDTH, keys=1), WIDTH))
     return 0
-
-
-def _n_images(suite: Suite) -> int | None:
-    """The evaluation set's size for the estimate (None where reading it means a folder or a download)."""
-    if DATASETS.get(suite.dataset).needs_root or suite.dataset in HF_DATASETS:
-        return None
-    return len(load_data(suite).labels)

@@ -1,0 +1,100 @@
+"""``bench run --dry-run``: the plan, resolved as the run would resolve it, how much of it the folder holds, and its
+cost estimated from what the methods and metrics declare (:mod:`faithbench.bench.run.estimate`), as text. No model
+loads; the data set is read to count its images (not a folder given by --data-root nor one from Hugging Face)."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from faithbench.bench.run.data import load_data
+from faithbench.bench.run.estimate import Estimate, estimate
+from faithbench.bench.run.plan import Plan, plan
+from faithbench.bench.run.progress import plan_table
+from faithbench.bench.run.suite import Suite
+from faithbench.models.data.datasets import DATASETS
+from faithbench.models.data.hf import HF_DATASETS
+
+LEFT_OUT = "not counted: the example map of each (model, method) for the report"
+
+
+def dry_run_text(suite: Suite, out: Path, table_text: Callable[[pd.DataFrame], str], width: int) -> str:
+    """The dry run's page: the plan's units with their pieces and model inputs, the model inputs of every (model,
+    method) cell, what the counts leave out, the tiers' totals, and what ``out`` holds. ``table_text`` lays a table
+    out (the command's text format), ``width`` the paragraphs."""
+    steps = plan(suite)
+    cost = estimate(steps, n_images=n_images(suite))
+    table = _units_table(steps, cost)
+    lines = [
+        f"suite {suite.name}: {len(suite.models)} models x {len(steps.jobs)} methods and controls, "
+        f"{len(steps.metrics)} metrics, {suite.n_samples} samples, {suite.pieces} piece(s) per unit\n",
+        table_text(table) + "\n",
+        table_text(_inputs_matrix(steps, cost)) + "\n",
+        textwrap.fill(_summary(suite, cost), width),
+    ]
+    notes = cost.units.explode("notes").dropna(subset=["notes"]).groupby("notes", sort=False)["method"]
+    for note, methods in notes:
+        names = list(dict.fromkeys(methods))
+        which = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        lines.append(textwrap.fill(f"~ {note} ({which})", width, initial_indent="  ", subsequent_indent="    "))
+    lines += [f"  {note}" for note in (*cost.notes, LEFT_OUT)]
+    for tier in steps.tiers:
+        t_inputs, t_calls = estimate(tier.plan, n_images=n_images(tier.plan.suite)).total()
+        lines.append(
+            f"tier {tier.name} (into {out / tier.folder}): ≈ {t_inputs:,} model inputs, ≈ {t_calls:,} calls "
+            f"(its plan: --suite {tier.name} --dry-run)"
+        )
+    holds = (
+        f"{out} holds a run: `python -m bench status {out}` says how far it got"
+        if (out / "run.json").exists()
+        else f"nothing in {out} yet"
+    )
+    lines.append(f"\n{int(table['pieces'].sum())} pieces in all; {holds}")
+    return "\n".join(lines) + "\n"
+
+
+def _units_table(steps: Plan, cost: Estimate) -> pd.DataFrame:
+    """The plan's table (:func:`~faithbench.bench.run.progress.plan_table`) with each model's inputs and calls."""
+    table = plan_table(steps)
+    by_model = cost.units.groupby("model")[["model inputs", "model calls"]].sum()
+    by_model = by_model.reindex(steps.suite.models, fill_value=0)
+    shared = cost.models.set_index("model")
+    for kind in ("inputs", "calls"):
+        own = by_model[f"model {kind}"] + shared[f"shared {kind}"] + shared[f"before {kind}"]
+        table[f"model {kind} ≈"] = [f"{int(own[m]):,}" for m in table["model"]]
+    return table
+
+
+def _inputs_matrix(steps: Plan, cost: Estimate) -> pd.DataFrame:
+    """Model inputs per (method, model) cell: - refused, ? may be refused when the model loads, ~ an estimate."""
+    u = cost.units
+    marks = [f"{n:,}{'~' if notes else ''}{'' if known else '?'}" for n, notes, known in zip(
+        u["model inputs"], u["notes"], u["known"], strict=True)]  # fmt: skip
+    cells = dict(zip(zip(u["model"], u["method"], strict=True), marks, strict=True))
+    return pd.DataFrame(
+        {"model inputs ≈": [j.name for j in steps.jobs]}
+        | {m: [cells.get((m, j.name), "-") for j in steps.jobs] for m in steps.suite.models}
+    )
+
+
+def _summary(suite: Suite, cost: Estimate) -> str:
+    inputs, calls = cost.total()
+    shared = cost.models
+    before, each = int(shared["before inputs"].sum()), int(shared["shared inputs"].sum())
+    return (
+        f"≈ {inputs:,} model inputs in all: an estimate of the images through the models (a backward pass counted "
+        f"with its forward; {each:,} of them shared by a model's units, {before:,} choosing items for every model "
+        f"before any unit), not of model calls, which follow from the batch sizes: ≈ {calls:,} calls at batch_size "
+        f"{suite.batch_size} and max_batch {suite.max_batch}. Per unit above: - the model refuses the method; ? it "
+        "may refuse it when it loads (its rules need layers the model may lack); ~ an estimate:"
+    )
+
+
+def n_images(suite: Suite) -> int | None:
+    """The evaluation set's size for the estimate (None where reading it means a folder or a download)."""
+    if DATASETS.get(suite.dataset).needs_root or suite.dataset in HF_DATASETS:
+        return None
+    return len(load_data(suite).labels)
