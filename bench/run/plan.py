@@ -21,6 +21,7 @@ from faithbench.bench.run.suite import Suite, load_suite, with_overrides
 from faithbench.bench.run.suite_files import tier_folder
 from faithbench.bench.store.results import RunStore
 from faithbench.bench.store.tidy import JOB_COLUMNS
+from faithbench.config import to_dict
 from faithbench.metrics.registry import METRICS
 from faithbench.metrics.spec import MetricSpec
 from faithbench.models.registry import MODELS
@@ -79,11 +80,9 @@ class Plan:
     metrics: tuple[MetricJob, ...]
     keys: dict[tuple[str, str], str]
     tiers: tuple[Tier, ...] = ()  # the suites run after this one, each resolved once here
-
-    @property
-    def example(self) -> MetricJob | None:
-        """The first metric that offers an example for the report's panel (None: no panel)."""
-        return next((m for m in self.metrics if m.spec.example is not None), None)
+    record: dict[str, Any] = field(default_factory=dict)  # the suite as run.json records it (Suite.to_dict)
+    run_id: str = ""  # what makes two workers part of the same run (:func:`run_id`)
+    example: MetricJob | None = None  # the first metric that offers an example for the report's panel (None: none)
 
 
 def metric_jobs(suite: Suite) -> tuple[MetricJob, ...]:
@@ -102,18 +101,22 @@ def metric_jobs(suite: Suite) -> tuple[MetricJob, ...]:
 def plan(suite: Suite) -> Plan:
     """Resolve ``suite`` into the runner's plan: jobs, metric configs and every (model, job)'s plan key (each method is
     built once here to normalise its parameters and to find a plugin's source)."""
-    resolved, keys = [], {}
+    resolved, keys, settings = [], {}, evaluation_settings(suite)
     for job in jobs(suite):
         method = job.build()
         resolved.append(replace(job, method_class=type(method)))
         plugins = source_identity(plugin_sources(suite, method))  # read once per method, not per model
         for model_name in suite.models:
-            keys[(model_name, job.name)] = plan_key(suite, model_name, job.name, method.params, plugins)
+            keys[(model_name, job.name)] = plan_key(settings, model_name, job.name, method.params, plugins)
     tiers = tuple(
         Tier(name=t, folder=tier_folder(t), plan=plan(with_overrides(load_suite(t), seed=suite.seed)))
         for t in suite.tiers
     )
-    return Plan(suite=suite, jobs=tuple(resolved), metrics=metric_jobs(suite), keys=keys, tiers=tiers)
+    metrics, record = metric_jobs(suite), suite.to_dict()
+    return Plan(
+        suite=suite, jobs=tuple(resolved), metrics=metrics, keys=keys, tiers=tiers, record=record,
+        run_id=run_id(record, keys), example=next((m for m in metrics if m.spec.example is not None), None),
+    )  # fmt: skip
 
 
 def jobs(suite: Suite) -> list[Job]:
@@ -159,11 +162,28 @@ def plugin_sources(suite: Suite, method: Any) -> list[Path]:
     return files
 
 
-def plan_key(suite: Suite, model_name: str, method: str, method_params: dict, plugins: str = "") -> str:
-    """What a unit's scores depend on that is known before its model loads: the suite's evaluation
-    settings, the model's name, the method and its parameters, faithbench's code and the plugins' code."""
+def evaluation_settings(suite: Suite) -> dict[str, Any]:
+    """What the scores of a unit depend on besides its model and method (part of the resume key)."""
+    tables = {suite.metric_tables[m] for m in suite.metrics} - {None}
+    return {
+        "dataset": suite.dataset,
+        "data_root": suite.data_root,
+        "seed": suite.seed,
+        "n_samples": suite.n_samples,
+        "batch_size": suite.batch_size,
+        "metrics": list(suite.metrics),
+        "configs": {t: to_dict(suite.configs[t]) for t in sorted(tables)},
+        # a piece explains its own batches: more pieces may round differently (1 keeps the keys of old runs)
+        **({"pieces": suite.pieces} if suite.pieces != 1 else {}),
+    }
+
+
+def plan_key(settings: dict, model_name: str, method: str, method_params: dict, plugins: str = "") -> str:
+    """What a unit's scores depend on that is known before its model loads: the suite's evaluation ``settings``
+    (:func:`evaluation_settings`), the model's name, the method and its parameters, faithbench's code and the
+    plugins' code."""
     payload = {
-        "settings": suite.evaluation_settings(),
+        "settings": settings,
         "model": model_name,
         "method": method,
         "method_params": method_params,
@@ -179,10 +199,10 @@ def unit_key(plan: str, weights_sha256: str, shared: str = "") -> str:
     return hashlib.sha256(f"{plan}:{weights_sha256}{f':{shared}' if shared else ''}".encode()).hexdigest()
 
 
-def run_id(steps: Plan) -> str:
-    """What makes two workers part of the same run: the suite as resolved and every unit's plan key (the code and
-    plugins included). Workers with the same id share a run folder; another run does not join it."""
-    payload = {"suite": steps.suite.to_dict(), "keys": sorted(steps.keys.values())}
+def run_id(record: dict[str, Any], keys: dict[tuple[str, str], str]) -> str:
+    """What makes two workers part of the same run: the suite as resolved (``record``) and every unit's plan key (the
+    code and plugins included). Workers with the same id share a run folder; another run does not join it."""
+    payload = {"suite": record, "keys": sorted(keys.values())}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +31,16 @@ from tqdm.auto import tqdm
 from faithbench.bench.run.data import load_data
 from faithbench.bench.run.distributed import Worker
 from faithbench.bench.run.fit import check_own_models
-from faithbench.bench.run.pairing import save_shared, share_items, shared_digest
-from faithbench.bench.run.plan import Plan, plan, resume_count, run_id
+from faithbench.bench.run.pairing import SharedItems, save_shared, share_items, shared_digest
+from faithbench.bench.run.plan import Plan, plan, resume_count
 from faithbench.bench.run.provenance import provenance, registry_catalog
 from faithbench.bench.run.suite import Suite
 from faithbench.bench.run.suite_files import plugin_folders
-from faithbench.bench.run.work import Work
+from faithbench.bench.run.work import Outcome, Work
 from faithbench.bench.store.folder_lock import FolderLock
 from faithbench.bench.store.identity import write as write_identical
+from faithbench.bench.store.results import RunStore
+from faithbench.bench.store.unit_files import UnitFiles
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
 from faithbench.models import load_model, zoo
@@ -77,11 +80,15 @@ def sample_ids(suite: Suite, n_images: int) -> torch.Tensor:
 
 class _Writer:
     """A worker's result files. Nothing is written before the first unit starts; from then on run.json (the suite,
-    provenance and the manifest of finished units) and the tables always describe this run."""
+    provenance and the manifest of finished units) and the tables always describe this run, as ``outcome()`` has
+    it."""
 
-    def __init__(self, work: Work, suite: Suite) -> None:
-        self.work, self.suite = work, suite
-        self.plugins_from = plugin_folders(suite.plugins)  # once: run.json records it at every flush
+    def __init__(
+        self, *, out: Path, steps: Plan, shared: dict[str, SharedItems], prov: dict, outcome: Callable[[], Outcome]
+    ) -> None:
+        self.out, self.steps, self.shared, self.prov, self.outcome = out, steps, shared, prov, outcome
+        self.store = RunStore(out)
+        self.plugins_from = plugin_folders(steps.suite.plugins)  # once: run.json records it at every flush
         self.catalog = registry_catalog().to_dict()  # once too (the registries, plugins imported, for the report)
         self.started = False
         self.flushed_at = -FLUSH_EVERY_S  # the first finished unit is written at once
@@ -90,7 +97,7 @@ class _Writer:
         """Take the folder over for this run: a previous run's tables and manifest are replaced at once."""
         if not self.started:
             self.started = True
-            save_shared(self.work.out, self.work.shared)  # rescore rebuilds the same items from it
+            save_shared(self.out, self.shared)  # rescore rebuilds the same items from it
             self.flush()
 
     def maybe_flush(self) -> None:
@@ -99,15 +106,14 @@ class _Writer:
 
     def flush(self) -> pd.DataFrame:
         self.flushed_at = time.monotonic()
-        work = self.work
-        skipped = [{"model": m, "method": j, "reason": why} for (m, j), why in work.skipped.items()]
-        atomic_write_text(work.out / "skipped.json", json.dumps(skipped, indent=2))
-        write_identical(work.out, work.identical())
-        units = work.units()
-        frame = work.store.write_tables(units, self.suite.name)
-        shared = {name: items.record() for name, items in work.shared.items()}
+        units, skipped, identical = self.outcome()
+        reasons = [{"model": m, "method": j, "reason": why} for (m, j), why in skipped.items()]
+        atomic_write_text(self.out / "skipped.json", json.dumps(reasons, indent=2))
+        write_identical(self.out, identical)
+        frame = self.store.write_tables(units, self.steps.suite.name)
+        shared = {name: items.record() for name, items in self.shared.items()}
         # last: it names the units
-        work.store.save_record(self.suite.to_dict(), work.prov, units, shared, self.plugins_from, self.catalog)
+        self.store.save_record(self.steps.record, self.prov, units, shared, self.plugins_from, self.catalog)
         return frame
 
 
@@ -154,7 +160,7 @@ def _run_plan(steps: Plan, out: Path, device: str, progress: bool, worker: Worke
     started, dev = Worker.start(resolve_device(device))
     worker = worker or started
     resuming = worker.first and (out / "run.json").exists()
-    lock = FolderLock(out, f"bench run --suite {suite.name}", run_id=run_id(steps)).acquire()
+    lock = FolderLock(out, f"bench run --suite {suite.name}", run_id=steps.run_id).acquire()
     # only the main thread may set signal handlers
     main_thread = handle_sigterm and threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
@@ -180,20 +186,17 @@ def _run(steps: Plan, out: Path, dev: torch.device, worker: Worker, progress: bo
         zoo.build_missing(suite.models)
     shared = share_items(steps, data, dev, lambda name: load_model(name, device=dev), batch)
     digest = shared_digest(shared)  # part of every unit's key: the items depend on every deciding model
-    work = Work(steps, data, ids, dev, shared, digest, out, provenance(dev, suite.seed), verbose=worker.first)
-    writer = _Writer(work, suite)
-    work.on_start = writer.start
+    prov = provenance(dev, suite.seed)
+    writer = _Writer(out=out, steps=steps, shared=shared, prov=prov, outcome=lambda: work.outcome())
+    files = UnitFiles(out=out, pieces=suite.pieces, before_writing=writer.start)
+    total = len(suite.models) * len(steps.jobs)
     if resuming:
-        found = resume_count(work.store, steps.keys)
-        tqdm.write(f"resuming {out}: {found} of {work.total} units done", file=sys.stderr)
+        tqdm.write(f"resuming {out}: {resume_count(files.store, steps.keys)} of {total} units done", file=sys.stderr)
     # A bar in a terminal, plain lines in a log; its ETA counts only the units computed here (not those reused from
     # an earlier run, skipped or computed by another worker) and leaves out the time models take to load.
     bar = progress_bar(
-        total=work.total, desc=f"suite {suite.name}", unit="unit", disable=not progress or not worker.first,
-        file=sys.stderr,
-    )  # fmt: skip
-
-    work.paused = bar.paused
+        total=total, desc=f"suite {suite.name}", unit="unit", disable=not progress or not worker.first, file=sys.stderr
+    )
 
     def newly_done(pair: tuple[str, str], computed: bool) -> None:
         bar.set_postfix_str(" / ".join(pair))
@@ -201,26 +204,23 @@ def _run(steps: Plan, out: Path, dev: torch.device, worker: Worker, progress: bo
         if computed:
             writer.maybe_flush()
 
-    try:
-        while True:
-            moved = False
-            for model_name in suite.models:
-                moved |= work.model_pass(model_name, newly_done)
-            if work.finished() or (not moved and not worker.first):
-                break  # done, or only the others' pieces are left: worker 0 waits for them
-            if not moved:
-                time.sleep(POLL_S)
+    work = Work(
+        steps=steps, data=data, ids=ids, device=dev, shared=shared, digest=digest, prov=prov, files=files,
+        paused=bar.paused, newly_done=newly_done, verbose=worker.first,
+    )  # fmt: skip
+    try:  # worker 0 waits for the others' pieces
+        finished = work.run(wait=worker.first, poll_s=POLL_S)
     except BaseException:  # an interrupt or an error: the tables still show every finished unit
-        work.claims.close()
+        files.close()
         if writer.started:
             try:
                 writer.flush()
             except Exception as exc:  # keep the original exception (e.g. the interrupt) in front
                 tqdm.write(f"could not rewrite the result tables: {exc}", file=sys.stderr)
         raise
-    work.claims.close()
+    files.close()
     bar.close()
-    if not work.finished():
+    if not finished:
         return None
     writer.start()  # every pair skipped: still record what was asked
     frame = writer.flush()

@@ -88,21 +88,6 @@ class Suite:
         data["method_params"] = {m: dict(p) for m, p in self.method_params.items()}
         return data
 
-    def evaluation_settings(self) -> dict[str, Any]:
-        """What the scores of a unit depend on besides its model and method (part of the resume key)."""
-        tables = {self.metric_tables[m] for m in self.metrics} - {None}
-        return {
-            "dataset": self.dataset,
-            "data_root": self.data_root,
-            "seed": self.seed,
-            "n_samples": self.n_samples,
-            "batch_size": self.batch_size,
-            "metrics": list(self.metrics),
-            "configs": {t: to_dict(self.configs[t]) for t in sorted(tables)},
-            # a piece explains its own batches: more pieces may round differently (1 keeps the keys of old runs)
-            **({"pieces": self.pieces} if self.pieces != 1 else {}),
-        }
-
 
 def _scalar(data: Mapping[str, Any], key: str, where: str) -> Any:
     kind, least = SCALARS[key]

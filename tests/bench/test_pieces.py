@@ -20,6 +20,7 @@ from faithbench.bench.run.progress import run_status
 from faithbench.bench.run.suite import build_suite
 from faithbench.bench.store.claims import Claims
 from faithbench.bench.store.pieces import merge_pieces
+from faithbench.bench.store.results import RunStore
 
 SUITE = {
     "name": "pieces",
@@ -213,7 +214,7 @@ def test_a_piece_another_worker_merged_away_is_not_computed_again(one_worker, tm
     The worker's stale view is replayed: each unit reads as unfinished once, in a finished run folder."""
     out = tmp_path / "run"
     shutil.copytree(one_worker, out)
-    real_load, seen, computed = work.RunStore.load_unit, set(), []
+    real_load, seen, computed = RunStore.load_unit, set(), []
 
     def stale_once(store, model, method, key):
         if (model, method) not in seen:
@@ -221,7 +222,7 @@ def test_a_piece_another_worker_merged_away_is_not_computed_again(one_worker, tm
             return None
         return real_load(store, model, method, key)
 
-    monkeypatch.setattr(work.RunStore, "load_unit", stale_once)
+    monkeypatch.setattr(RunStore, "load_unit", stale_once)
     monkeypatch.setattr(work, "evaluate_unit", lambda unit, metrics: computed.append(unit.rank))
     runner.run(build_suite(SUITE), out, "cpu", False)
     assert computed == [] and not list((out / "pieces").glob("*.json"))

@@ -1,13 +1,15 @@
 """The run walks its plan: once the suite is resolved (``plan``), a job's step consults no registry and no suite
 lookup; it goes work -> plan's job -> store (resume check) -> claims -> evaluate -> metrics -> pieces -> store ->
-example."""
+example. And the walk of the plan itself -- every call from one ``bench/`` module into another that hands on the
+suite or the plan (or an object holding one) -- is short: each module entered from at most two places."""
 
 import collections
 import sys
 from pathlib import Path
 
 from faithbench.bench.run import runner
-from faithbench.bench.run.suite import load_suite, with_overrides
+from faithbench.bench.run.plan import Plan
+from faithbench.bench.run.suite import Suite, load_suite, with_overrides
 from faithbench.bench.run.work import Work
 
 BENCH = Path(runner.__file__).resolve().parents[1]  # bench/
@@ -69,6 +71,7 @@ def test_a_job_enters_no_registry_and_no_suite_lookup(tmp_path, monkeypatch):
             "bench/store/tidy.py",  # the result rows of each finished unit, for the tables
             "bench/store/pieces.py",
             "bench/store/claims.py",
+            "bench/store/unit_files.py",  # what the folder lets the worker do next (claim, save, merge)
             "bench/run/work.py",  # the worker's own state (entered back from the writer's callbacks)
             "bench/run/runner.py",  # the writer and the progress, told of each finished unit
             "bench/run/evaluate.py",
@@ -79,3 +82,48 @@ def test_a_job_enters_no_registry_and_no_suite_lookup(tmp_path, monkeypatch):
             "bench/run/suite.py",
         }, (name, rooms)
     assert (tmp_path / "run" / "examples" / "bcos_cnn_mnist__native.pt").exists()  # the run saved the example
+
+
+def _carries_the_plan(value, depth=1) -> bool:
+    if isinstance(value, Suite | Plan):
+        return True
+    if depth and hasattr(value, "__dict__") and not isinstance(value, type):
+        return any(_carries_the_plan(v, depth - 1) for v in vars(value).values())
+    return False
+
+
+def test_the_walk_of_the_plan_is_short(tmp_path, monkeypatch):
+    """The review's walk, taken at run time on one model and one job: the calls between ``bench/`` modules that
+    pass the suite or the plan on (as an argument, or an object holding it as an attribute: the worker, the
+    writer). It was 57 stops over 20 files with ``work.py`` entered 8 times (architecture review at 90ec9f6); the
+    plan now carries what the walk needs (tiers, run id, the suite's record, the example metric), the worker's
+    file work (:mod:`faithbench.bench.store.unit_files`) needs no plan, and the writer reads the worker's outcome
+    through one callback."""
+    stops = []
+
+    def profile(frame, event, arg):
+        if event != "call" or frame.f_back is None:
+            return
+        here, caller = _rel(frame.f_code.co_filename), _rel(frame.f_back.f_code.co_filename)
+        if not (here and caller and here != caller and here.startswith("bench/") and caller.startswith("bench/")):
+            return
+        code = frame.f_code
+        args = [frame.f_locals.get(n) for n in code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]]
+        if any(_carries_the_plan(a) for a in args):
+            stops.append((f"{caller}:{frame.f_back.f_code.co_name}", f"{here}:{code.co_name}"))
+
+    monkeypatch.setattr(runner, "FLUSH_EVERY_S", float("inf"))
+    suite = with_overrides(
+        load_suite("smoke"), models=["bcos_cnn_mnist"], methods=["gradient"], n_samples=4, controls=[], tiers=[]
+    )
+    sys.setprofile(profile)
+    try:
+        runner.run(suite, tmp_path / "run", device="cpu", progress=False)
+    finally:
+        sys.setprofile(None)
+    assert (tmp_path / "run" / "results.csv").exists()
+    distinct = list(dict.fromkeys(stops))
+    assert len(stops) <= 20, stops
+    entries = collections.Counter(callee.split(":")[0] for _, callee in distinct)
+    assert max(entries.values()) <= 2, entries  # each module entered from at most two places
+    assert entries["bench/run/plan.py"] == 1 and entries["bench/run/runner.py"] == 1, entries
