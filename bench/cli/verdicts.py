@@ -57,7 +57,7 @@ def run_locality(run_dir: Path, run: RunData, models: set[str], n_grids: int) ->
     """Cell wins of ``models`` in one run: as the run folder records them (:data:`LOCALITY_FILE`), else measured on
     a cached zoo model with the weights that run scored (``n_grids`` > 0), and the measured ones recorded there."""
     recorded = read_locality(run_dir)
-    found = {m: recorded[m] for m in models if m in recorded}
+    found = {m: recorded[m] for m in sorted(models) if m in recorded}  # sorted: the recorded files are stable
     measured = {}
     for name in sorted(models - set(found)) if n_grids else ():
         if name not in zoo.RECIPES or zoo.missing([name]):

@@ -13,6 +13,7 @@ import pytest
 from scipy import stats
 
 from faithbench.bench.cli import main
+from faithbench.bench.cli.verdicts import record_locality, run_locality
 from faithbench.bench.report.claim_verdicts import (
     RunData,
     accuracy_difference,
@@ -370,3 +371,12 @@ def test_rows_of_other_shapes_are_not_paired_and_infinite_scores_are_left_out(tm
 def test_malformed_rules_are_refused(tmp_path, rules, message):
     with pytest.raises(UserError, match=message):
         load_claims(_claims_file(tmp_path, "", rules=rules))
+
+
+def test_the_recorded_locality_checks_are_in_model_order_whatever_the_set_order(tmp_path):
+    """The claims' recorded inputs are byte-stable: a run's cell wins come back sorted by model (the models arrive
+    as a set, whose order changes between processes), so re-recording the same runs changes no file."""
+    record_locality(tmp_path, {"vit_mnist": 0.9, "bcos_vit_mnist": 0.7, "cnn_gap_mnist": 0.95})
+    wins = run_locality(tmp_path, None, {"cnn_gap_mnist", "vit_mnist", "bcos_vit_mnist"}, n_grids=0)
+    assert list(wins) == ["bcos_vit_mnist", "cnn_gap_mnist", "vit_mnist"]
+    assert wins["vit_mnist"] == 0.9
