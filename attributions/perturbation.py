@@ -102,6 +102,11 @@ class _SegmentMethod(AttributionMethod):
     def shares_equal_inputs(self, model: ModelAdapter) -> bool:
         return True  # perturbations are deduplicated by input content and kept segments (sampling._evaluate)
 
+    def _sampling(self) -> dict:
+        """The sampler's settings, as the sampling functions name them."""
+        p = self.params
+        return {"n_samples": p["n_samples"], "baseline": p["baseline"], "seed": p["seed"], "max_batch": self.max_batch}
+
     def segment_count(self, model: ModelAdapter) -> tuple[int, str]:
         """(segments of one input of ``model``, why that is an estimate or "" where it is exact), for the cost."""
         if model.modality == "text":  # every token one segment, [CLS] / [SEP] / padding one more
@@ -173,17 +178,9 @@ class Lime(_SegmentMethod):
 
     def _values(self, score: ScoreFn, inputs: Tensor, segments: Tensor, targets: Tensor) -> Tensor:
         p = self.params
+        sampling = self._sampling()
         weights = lime_weights(
-            score,
-            inputs,
-            segments,
-            targets,
-            n_samples=p["n_samples"],
-            baseline=p["baseline"],
-            kernel_width=p["kernel_width"],
-            alpha=p["ridge_alpha"],
-            seed=p["seed"],
-            max_batch=self.max_batch,
+            score, inputs, segments, targets, kernel_width=p["kernel_width"], alpha=p["ridge_alpha"], **sampling
         )
         if p["output"] == "top_k_mask":  # TPAMI: binary mask of the top-k positive superpixels
             return top_k_mask(weights, p["top_k"])
@@ -208,17 +205,7 @@ class ShapleySampling(_SegmentMethod):
     }
 
     def _values(self, score: ScoreFn, inputs: Tensor, segments: Tensor, targets: Tensor) -> Tensor:
-        p = self.params
-        return shapley_sampling_values(
-            score,
-            inputs,
-            segments,
-            targets,
-            n_samples=p["n_samples"],
-            baseline=p["baseline"],
-            seed=p["seed"],
-            max_batch=self.max_batch,
-        )
+        return shapley_sampling_values(score, inputs, segments, targets, **self._sampling())
 
     def model_inputs_per_explanation(self, model: ModelAdapter) -> int:
         """The all-baseline input and every distinct set of the first s = 1..K segments of the ``n_samples``

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from types import ModuleType
 
 import numpy as np
@@ -49,6 +50,15 @@ class Paired:
     uses_model: bool
     note: str
     check: Callable[[], Tensor] | None = None
+
+
+def _values(metric: Callable, maps: Tensor) -> Tensor:
+    return metric(maps).values
+
+
+def _map_only(metric: type, args: dict) -> object:
+    """Quantus' map-only ``metric`` on the maps, absolute and unnormalised as faithbench's (built in the timed call)."""
+    return metric(abs=True, normalise=False, disable_warnings=True)(**args)
 
 
 def import_quantus() -> tuple[ModuleType | None, str]:
@@ -196,27 +206,13 @@ def paired_quantities(
             f"{g} 2x2 grids of {gh}px, one map per cell; Quantus gets A+ and the cell masks precomputed",
         )
     )
-    out.append(
-        Paired(
-            "explanation_entropy",
-            lambda: explanation_entropy(maps).values,
-            lambda: quantus.Complexity(abs=True, normalise=False, disable_warnings=True)(**map_args),
-            b,
-            nq,
-            False,
-            "pixel maps",
+    map_only = (  # (what, ours, Quantus' class, note, what must agree): neither calls the model
+        ("explanation_entropy", explanation_entropy, quantus.Complexity, "pixel maps", None),
+        ("gini_index", gini_index, quantus.Sparseness, "pixel maps; agreement checked with Quantus' 1e-7 offset",
+         lambda: gini_index(maps[:nq].double().abs() + SPARSENESS_OFFSET).values),
+    )  # fmt: skip
+    for what, ours, theirs, note, check in map_only:
+        out.append(
+            Paired(what, partial(_values, ours, maps), partial(_map_only, theirs, map_args), b, nq, False, note, check)
         )
-    )
-    out.append(
-        Paired(
-            "gini_index",
-            lambda: gini_index(maps).values,
-            lambda: quantus.Sparseness(abs=True, normalise=False, disable_warnings=True)(**map_args),
-            b,
-            nq,
-            False,
-            "pixel maps; agreement checked with Quantus' 1e-7 offset",
-            check=lambda: gini_index(maps[:nq].double().abs() + SPARSENESS_OFFSET).values,
-        )
-    )
     return out, notes

@@ -82,25 +82,21 @@ def no_training(model: nn.Module, deps: dict, p: dict) -> dict:
     return {}
 
 
+def _fit(model: nn.Module, encoding: InputEncoding, p: dict, *, loss: str, desc: str) -> list:
+    """Train on the recipe's image set by its schedule (epochs, lr, seed, augmentation); the test accuracy after
+    each epoch."""
+    train, test = image_splits(p.get("dataset", "mnist"))
+    schedule = {"epochs": p["epochs"], "lr": p["lr"], "seed": p["seed"], "shift": p.get("shift", 0)}
+    after_epoch = partial(accuracy, encode=encoding, data=test)
+    return train_classifier(
+        model, encoding, train, **schedule, loss=loss, canvas=p.get("canvas", 0), desc=desc, after_epoch=after_epoch
+    )
+
+
 def _train_from_scratch(
     model: nn.Module, deps: dict, p: dict, *, encoding: InputEncoding, bcos: bool, desc: str
 ) -> dict:
-    train, test = image_splits(p.get("dataset", "mnist"))
-    loss = bce_loss(p) if bcos else "ce"
-    curve = train_classifier(
-        model,
-        encoding,
-        train,
-        epochs=p["epochs"],
-        lr=p["lr"],
-        seed=p["seed"],
-        loss=loss,
-        shift=p.get("shift", 0),
-        canvas=p.get("canvas", 0),
-        desc=desc,
-        after_epoch=partial(accuracy, encode=encoding, data=test),
-    )
-    return {"test_accuracy_by_epoch": curve}
+    return {"test_accuracy_by_epoch": _fit(model, encoding, p, loss=bce_loss(p) if bcos else "ce", desc=desc)}
 
 
 def bcosify_digits(
@@ -121,24 +117,13 @@ def bcosify_digits(
 
 def _bcosified_train(model: nn.Module, deps: dict, p: dict, *, desc: str, **conversion) -> dict:
     """Convert the (single) dependency with the recipe's conversion settings, then fine-tune with BCE."""
-    train, test = image_splits(p.get("dataset", "mnist"))
     (source,) = deps.values()
     model.load_state_dict(bcosify_digits(source, **conversion).state_dict())
-    before = accuracy(model, BCOS, test)
-    curve = train_classifier(
-        model,
-        BCOS,
-        train,
-        epochs=p["epochs"],
-        lr=p["lr"],
-        seed=p["seed"],
-        loss=bce_loss(p),
-        shift=p.get("shift", 0),
-        canvas=p.get("canvas", 0),
-        desc=desc,
-        after_epoch=partial(accuracy, encode=BCOS, data=test),
-    )
-    return {"accuracy_before_finetuning": before, "test_accuracy_by_epoch": curve}
+    before = accuracy(model, BCOS, image_splits(p.get("dataset", "mnist"))[1])
+    return {
+        "accuracy_before_finetuning": before,
+        "test_accuracy_by_epoch": _fit(model, BCOS, p, loss=bce_loss(p), desc=desc),
+    }
 
 
 def aloe_train(model: nn.Module, deps: dict, p: dict) -> dict:
