@@ -132,11 +132,10 @@ def aopc_bounds(
         exact_max: samples with at most this many features are solved exactly (2^n model inputs each).
 
     Example:
-        >>> import torch
         >>> from faithbench.metrics.toy import additive_text_model
         >>> toy = additive_text_model()  # logit 0 = the sum of the kept tokens' weights 3, 1, 0, 2
-        >>> mask = torch.ones(1, 4, dtype=torch.bool)
         >>> from faithbench.metrics.aopc_bounds import aopc_bounds
+        >>> mask = toy.feature_mask  # all four tokens may be removed
         >>> bounds = aopc_bounds(toy.forward, toy.inputs, toy.targets, mask, baseline=0.0, activation="identity")
         >>> bounds.upper, bounds.lower  # drops (3, 5, 6, 6) removing 3, 2, 1, 0; (0, 1, 3, 6) removing 0, 1, 2, 3
         (tensor([5.], dtype=torch.float64), tensor([2.5000], dtype=torch.float64))

@@ -58,12 +58,10 @@ def aopc_orders(
     removed per step (ties broken by position, as :func:`~faithbench.metrics._perturb.feature_ranks`).
 
     Example:
-        >>> import torch
         >>> from faithbench.metrics.toy import additive_text_model
-        >>> toy = additive_text_model()  # logit 0 = the sum of the kept tokens' weights 3, 1, 0, 2
-        >>> mask = torch.ones(1, 4, dtype=torch.bool)
         >>> from faithbench.metrics.naopc import aopc_orders
-        >>> comp, suff = aopc_orders(*toy.args(), mask, baseline=0.0, activation="identity")
+        >>> toy = additive_text_model()  # logit 0 = the sum of the kept tokens' weights 3, 1, 0, 2
+        >>> comp, suff = aopc_orders(*toy.args(), toy.feature_mask, baseline=0.0, activation="identity")
         >>> comp, suff  # the map's own order, most important first, then least important first
         (tensor([5.], dtype=torch.float64), tensor([2.5000], dtype=torch.float64))
     """

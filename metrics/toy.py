@@ -26,6 +26,11 @@ class ToyModel:
         """``(forward, inputs, attributions, targets)``: the first arguments of the metric functions."""
         return self.forward, self.inputs, self.attributions, self.targets
 
+    @property
+    def feature_mask(self) -> Tensor:
+        """(B, T) bool: every feature on the input's last dim may be removed (the text toy's tokens; none padding)."""
+        return torch.ones(self.inputs.shape[0], self.inputs.shape[-1], dtype=torch.bool)
+
     def forward(self, inputs: Tensor) -> Tensor:
         logit = (inputs * self.weights).flatten(1).sum(1)
         return torch.stack([logit, torch.zeros_like(logit)], 1)

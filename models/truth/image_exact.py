@@ -149,21 +149,14 @@ _ADDITIVE = (
     "a suppressor cell, distractor cells): its exact attribution is known (the truth data set)"
 )
 _NO_SUPPRESSOR = "truth_additive without its suppressor weights (the shared noise is not cancelled)"
-SPECS = (
+SPECS = tuple(
     ModelSpec(
-        name="truth_additive",
+        name=name,
         family="standard",
         source="hand-set",
-        description=_ADDITIVE,
-        build=_adapter("truth_additive", _ADDITIVE, True),
+        description=text,
+        build=_adapter(name, text, suppressor),
         dataset="truth",
-    ),
-    ModelSpec(
-        name="truth_additive_nosup",
-        family="standard",
-        source="hand-set",
-        description=_NO_SUPPRESSOR,
-        build=_adapter("truth_additive_nosup", _NO_SUPPRESSOR, False),
-        dataset="truth",
-    ),
+    )
+    for name, text, suppressor in (("truth_additive", _ADDITIVE, True), ("truth_additive_nosup", _NO_SUPPRESSOR, False))
 )
