@@ -178,9 +178,8 @@ class Lime(_SegmentMethod):
 
     def _values(self, score: ScoreFn, inputs: Tensor, segments: Tensor, targets: Tensor) -> Tensor:
         p = self.params
-        sampling = self._sampling()
         weights = lime_weights(
-            score, inputs, segments, targets, kernel_width=p["kernel_width"], alpha=p["ridge_alpha"], **sampling
+            score, inputs, segments, targets, kernel_width=p["kernel_width"], alpha=p["ridge_alpha"], **self._sampling()
         )
         if p["output"] == "top_k_mask":  # TPAMI: binary mask of the top-k positive superpixels
             return top_k_mask(weights, p["top_k"])

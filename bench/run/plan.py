@@ -80,9 +80,9 @@ class Plan:
     metrics: tuple[MetricJob, ...]
     keys: dict[tuple[str, str], str]
     tiers: tuple[Tier, ...] = ()  # the suites run after this one, each resolved once here
-    record: dict[str, Any] = field(default_factory=dict)  # the suite as run.json records it (Suite.to_dict)
-    run_id: str = ""  # what makes two workers part of the same run (:func:`run_id`)
-    example: MetricJob | None = None  # the first metric that offers an example for the report's panel (None: none)
+    record: dict[str, Any]  # the suite as run.json records it (Suite.to_dict)
+    run_id: str  # what makes two workers part of the same run (:func:`run_id`)
+    example: MetricJob | None  # the first metric that offers an example for the report's panel (None: none)
 
 
 def metric_jobs(suite: Suite) -> tuple[MetricJob, ...]:

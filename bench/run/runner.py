@@ -187,9 +187,9 @@ def _run(steps: Plan, out: Path, dev: torch.device, worker: Worker, progress: bo
     shared = share_items(steps, data, dev, lambda name: load_model(name, device=dev), batch)
     digest = shared_digest(shared)  # part of every unit's key: the items depend on every deciding model
     prov = provenance(dev, suite.seed)
-    writer = _Writer(out=out, steps=steps, shared=shared, prov=prov, outcome=lambda: work.outcome())
+    writer = _Writer(out=out, steps=steps, shared=shared, prov=prov, outcome=lambda: work.outcome())  # work: below
     files = UnitFiles(out=out, pieces=suite.pieces, before_writing=writer.start)
-    total = len(suite.models) * len(steps.jobs)
+    total = len(steps.keys)  # one per (model, job)
     if resuming:
         tqdm.write(f"resuming {out}: {resume_count(files.store, steps.keys)} of {total} units done", file=sys.stderr)
     # A bar in a terminal, plain lines in a log; its ETA counts only the units computed here (not those reused from

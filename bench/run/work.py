@@ -87,7 +87,7 @@ class Work:
 
     @property
     def total(self) -> int:
-        return len(self.steps.suite.models) * len(self.steps.jobs)
+        return len(self.steps.keys)  # one per (model, job)
 
     def finished(self) -> bool:
         return len(self.done) + len(self.skipped) == self.total
@@ -144,7 +144,7 @@ class Work:
         moved = False
         unit = self.files.unit(name, job.name, key)
         if unit is None:
-            moved = self.files.compute_free_pieces(name, job.name, key, lambda c: self._piece(name, job, c))
+            moved = self._compute_pieces(name, job, key)
             if moved:
                 self.computed.add(pair)
             unit = self.files.merge(name, job.name, key, self._head(name, job, key))
@@ -153,10 +153,26 @@ class Work:
             moved = True
         self.done[pair] = unit
         self.newly_done(pair, pair in self.computed)
+        if self.steps.example is not None and not job.is_control and job.rerun_of is None:
+            with self.files.example_claim(name, job.name, key) as mine:
+                if mine:
+                    self.files.save_example(name, job.name, key, self._example(name, job))
+        return moved
+
+    def _example(self, name: str, job: Job) -> Any:
+        """The example map the plan's example metric chooses, explained by the unit's method."""
         example = self.steps.example
-        if example is not None and not job.is_control and job.rerun_of is None:
-            draw = lambda: example.spec.example(self._unit_of(name, job, torch.arange(0)), example.config)  # noqa: E731
-            self.files.example(name, job.name, key, draw)
+        assert example is not None
+        return example.spec.example(self._unit_of(name, job, torch.arange(0)), example.config)
+
+    def _compute_pieces(self, name: str, job: Job, key: str) -> bool:
+        """The unit's free pieces this worker can claim, each computed and saved; whether it computed any."""
+        moved = False
+        for c in self.files.free_pieces(name, job.name, key):
+            with self.files.piece_claim(name, job.name, key, c) as mine:
+                if mine:
+                    self.files.save_piece(name, job.name, key, c, self._piece(name, job, c))
+                    moved = True
         return moved
 
     def _resolve(self, name: str, job: Job) -> None:
@@ -217,7 +233,10 @@ class Work:
             return
         units = [self.done[p] for p in pairs if p in self.done]
         keys = sorted(u["key"] for u in units)
-        found = self.files.identities(name, keys, lambda: identical_pairs(self.load(name), units))
+        found = self.files.identities(name, keys)
+        if found is None:
+            found = identical_pairs(self.load(name), units)
+            self.files.save_identities(name, keys, found)
         if self.verbose:
             for pair in found:
                 tqdm.write(warning_line(pair), file=sys.stderr)

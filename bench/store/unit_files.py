@@ -1,22 +1,24 @@
 """What a worker may do next in a shared run folder, decided from the folder's files alone.
 
-A unit is reused when the folder holds it under its key; else its free pieces are claimed
-(:mod:`~faithbench.bench.store.claims`) and computed by the caller's ``compute`` (the only step that is not file
-work), each saved as :mod:`~faithbench.bench.store.pieces` describes; once all of a unit's pieces exist, they are
-merged into the unit and deleted. The unit's example map and its model's identical-maps record are claimed and
-cached the same way. Nothing here loads a model or knows the plan: the callers pass names, keys and callbacks.
+A unit is reused when the folder holds it under its key; else each of its free pieces is claimed
+(:mod:`~faithbench.bench.store.claims`) while the caller computes it (the only step that is not file work), and
+saved as :mod:`~faithbench.bench.store.pieces` describes; once all of a unit's pieces exist, they are merged into
+the unit and deleted. The unit's example map is claimed the same way, its model's identical-maps record cached.
+Nothing here loads a model, computes or knows the plan: the callers pass names, keys and what they computed.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from faithbench.bench.store.claims import Claims
-from faithbench.bench.store.examples import has_example, save_example
+from faithbench.bench.store.examples import has_example
+from faithbench.bench.store.examples import save_example as save_example_file
 from faithbench.bench.store.pieces import PieceStore, merge_pieces, piece_name
 from faithbench.bench.store.results import RunStore
 from faithbench.io import atomic_write_text
@@ -55,29 +57,38 @@ class UnitFiles:
         """The unit the folder holds under ``key`` (None: not there, or under another key)."""
         return self.store.load_unit(model, job, key)
 
-    def compute_free_pieces(self, model: str, job: str, key: str, compute: Callable[[int], Piece]) -> bool:
-        """Claim each piece no one holds and save ``compute(c)``; returns whether it computed any."""
-        moved = False
-        for c in range(self.pieces):
-            if self.piece_store.has(model, job, key, c, self.pieces):
-                continue
-            claim = piece_name(model, job, c, self.pieces)
-            if not self.claims.claim(claim):
-                continue
-            try:
-                # finished while we looked, or merged: a merge saves the unit before it deletes the pieces, so a
-                # piece gone for that reason is seen here as the unit (computing it again left it behind)
-                has = self.piece_store.has(model, job, key, c, self.pieces)
-                if not has and self.unit(model, job, key) is None:
-                    self._writing()
-                    piece = compute(c)
-                    if piece.maps is not None:
-                        self.store.save_maps(model, job, key, piece.maps, c)
-                    self.piece_store.save(model, job, key, c, self.pieces, piece.records, **piece.extra)
-                    moved = True
-            finally:
-                self.claims.release(claim)
-        return moved
+    @contextmanager
+    def _claimed(self, claim: str) -> Iterator[bool]:
+        """Whether this worker holds ``claim`` inside the block (released when it ends, whatever happens)."""
+        if not self.claims.claim(claim):
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            self.claims.release(claim)
+
+    def free_pieces(self, model: str, job: str, key: str) -> list[int]:
+        """The unit's pieces not saved (each then claimed, one at a time: :meth:`piece_claim`)."""
+        return [c for c in range(self.pieces) if not self.piece_store.has(model, job, key, c, self.pieces)]
+
+    @contextmanager
+    def piece_claim(self, model: str, job: str, key: str, c: int) -> Iterator[bool]:
+        """Whether this worker computes piece ``c`` inside the block (then saved by :meth:`save_piece`): claimed,
+        and still neither saved nor merged."""
+        with self._claimed(piece_name(model, job, c, self.pieces)) as held:
+            # finished while we looked, or merged: a merge saves the unit before it deletes the pieces, so a piece
+            # gone for that reason is seen here as the unit (computing it again left it behind)
+            free = held and not self.piece_store.has(model, job, key, c, self.pieces)
+            mine = free and self.unit(model, job, key) is None
+            if mine:
+                self._writing()
+            yield mine
+
+    def save_piece(self, model: str, job: str, key: str, c: int, piece: Piece) -> None:
+        if piece.maps is not None:
+            self.store.save_maps(model, job, key, piece.maps, c)
+        self.piece_store.save(model, job, key, c, self.pieces, piece.records, **piece.extra)
 
     def merge(self, model: str, job: str, key: str, head: Mapping[str, Any]) -> dict | None:
         """The unit from its pieces, if all exist (None: pieces other workers hold): ``head`` (its names, key and
@@ -100,43 +111,41 @@ class UnitFiles:
             self.piece_store.path(model, job, c, self.pieces).unlink(missing_ok=True)
         return record
 
-    def example(self, model: str, job: str, key: str, draw: Callable[[], Any]) -> None:
-        """The unit's example map ``draw()`` for the report's panel, if missing (claimed: one worker draws it)."""
+    @contextmanager
+    def example_claim(self, model: str, job: str, key: str) -> Iterator[bool]:
+        """Whether this worker draws the unit's example map for the report's panel inside the block (then saved by
+        :meth:`save_example`): missing, and claimed (one worker draws it)."""
         if has_example(self.out, model, job, key):
+            yield False
             return
-        claim = f"{model}__{job}.example"
-        if not self.claims.claim(claim):
-            return
-        try:
-            self._writing()
-            save_example(self.out, model, job, key, draw())
-        finally:
-            self.claims.release(claim)
+        with self._claimed(f"{model}__{job}.example") as held:
+            if held:
+                self._writing()
+            yield held
+
+    def save_example(self, model: str, job: str, key: str, example: Any) -> None:
+        save_example_file(self.out, model, job, key, example)
 
     def identity_path(self, model: str) -> Path:
         return self.out / "identical" / f"{model}.json"
 
-    def _identities(self, model: str, keys: list[str]) -> list[dict] | None:
+    def identities(self, model: str, keys: list[str]) -> list[dict] | None:
+        """Model ``model``'s method pairs with identical maps, as saved for its units' ``keys`` (sorted); None: none
+        saved for those keys."""
         try:
             record = json.loads(self.identity_path(model).read_text())
         except (OSError, ValueError):
             return None
         return record.get("pairs", []) if isinstance(record, dict) and record.get("keys") == keys else None
 
-    def identities(self, model: str, keys: list[str], find: Callable[[], list[dict]]) -> list[dict]:
-        """Model ``model``'s method pairs with identical maps for its units' ``keys`` (sorted): as saved for the
-        same keys, else ``find()``, saved."""
-        found = self._identities(model, keys)
-        if found is None:
-            found = find()
-            self.identity_path(model).parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(self.identity_path(model), json.dumps({"keys": keys, "pairs": found}))
-        return found
+    def save_identities(self, model: str, keys: list[str], pairs: list[dict]) -> None:
+        self.identity_path(model).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.identity_path(model), json.dumps({"keys": keys, "pairs": pairs}))
 
     def identical(self, keys: Mapping[str, list[str]]) -> list[dict]:
         """The saved pairs of each model in ``keys`` (model -> its done units' sorted keys) whose record is of
         those keys, in the mapping's order."""
-        return [pair for model, ks in keys.items() for pair in self._identities(model, ks) or []]
+        return [pair for model, ks in keys.items() for pair in self.identities(model, ks) or []]
 
     def close(self) -> None:
         self.claims.close()

@@ -86,10 +86,11 @@ def _fit(model: nn.Module, encoding: InputEncoding, p: dict, *, loss: str, desc:
     """Train on the recipe's image set by its schedule (epochs, lr, seed, augmentation); the test accuracy after
     each epoch."""
     train, test = image_splits(p.get("dataset", "mnist"))
-    schedule = {"epochs": p["epochs"], "lr": p["lr"], "seed": p["seed"], "shift": p.get("shift", 0)}
+    schedule = {"epochs": p["epochs"], "lr": p["lr"], "seed": p["seed"]}
+    augmentation = {"shift": p.get("shift", 0), "canvas": p.get("canvas", 0)}
     after_epoch = partial(accuracy, encode=encoding, data=test)
     return train_classifier(
-        model, encoding, train, **schedule, loss=loss, canvas=p.get("canvas", 0), desc=desc, after_epoch=after_epoch
+        model, encoding, train, **schedule, **augmentation, loss=loss, desc=desc, after_epoch=after_epoch
     )
 
 
