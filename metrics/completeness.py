@@ -27,7 +27,8 @@ from torch import Tensor
 
 from faithbench.config import to_dict
 from faithbench.metrics._checks import check_choice, check_finite, check_tensor
-from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
+from faithbench.metrics.spec import MetricCost, MetricResult, Unit, sample_maps_cost
+from faithbench.metrics.spec_table import described
 from faithbench.metrics.types import Scores
 
 if TYPE_CHECKING:
@@ -159,30 +160,12 @@ def positional_cost(unit: Unit, cfg: CompletenessConfig) -> tuple[MetricCost, ..
     return _claim_cost(unit)
 
 
-SPEC = MetricSpec(
-    name="completeness_gap",
-    description="|sum(map) - claimed total| / |claimed total| (methods that claim completeness)",
-    higher_is_better=False,
-    modalities=("image", "text"),
-    scale=100,
-    unit="%",
-    evaluate=evaluate,
-    cost=cost,
-    config=CompletenessConfig,
-    table="completeness",
-    applies=applies,
-    # A map that is complete to float32 precision still misses its total by its summation's rounding, 1e-8 to 1e-6
-    # of the logit (784 to 50k contributions); another CPU type rounds it otherwise (measured: the mean gap of
-    # bcos_vit_mnist's native maps moved by 1.4e-5 percentage points, samples by up to 2.8e-4).
-    float_floor=1e-4,
-)
+SPEC = described("completeness_gap", evaluate=evaluate, cost=cost, config=CompletenessConfig, applies=applies)
 
-POSITIONAL_SHARE = SPEC.variant(
-    name="positional_share",
-    description="|W(x) p| / |logit - bias|: the share of the logit a ViT's positional embeddings carry (no pixel can)",
-    modalities=("image",),
+POSITIONAL_SHARE = described(
+    "positional_share",
     evaluate=evaluate_positional,
     cost=positional_cost,
+    config=CompletenessConfig,
     applies=positional_applies,
-    float_floor=0.0,
 )

@@ -15,7 +15,8 @@ import torch
 from torch import Tensor
 
 from faithbench.metrics._checks import check_finite, check_tensor
-from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, NoConfig, Unit, sample_maps_cost
+from faithbench.metrics.spec import MetricCost, MetricResult, NoConfig, Unit, sample_maps_cost
+from faithbench.metrics.spec_table import described
 from faithbench.metrics.types import Scores
 
 
@@ -122,31 +123,15 @@ def cost(unit: Unit, cfg: NoConfig) -> tuple[MetricCost, ...]:
     return sample_maps_cost(unit)
 
 
-ENTROPY = MetricSpec(
-    name="entropy",
-    given_maps=True,
-    description="Shannon entropy of |a| / sum |a|",
-    higher_is_better=False,
-    modalities=("image", "text"),
-    unit="nats",
+ENTROPY = described("entropy", cost=cost, evaluate=_map_metric(explanation_entropy))
+ENTROPY_NORMALISED = described(
+    "entropy_normalised",
     cost=cost,
-    evaluate=_map_metric(explanation_entropy),
-)
-ENTROPY_NORMALISED = ENTROPY.variant(
-    name="entropy_normalised",
-    description="entropy divided by ln(number of features), in [0, 1]",
-    unit="",
     evaluate=_map_metric(partial(explanation_entropy, normalise=True)),
 )
-ENTROPY_POSITIVE = ENTROPY.variant(
-    name="entropy_positive",
-    description="Shannon entropy of max(a, 0) / sum max(a, 0) (the B-cos LM's positive token attributions)",
+ENTROPY_POSITIVE = described(
+    "entropy_positive",
+    cost=cost,
     evaluate=_map_metric(partial(explanation_entropy, positive=True)),
 )
-GINI = ENTROPY.variant(
-    name="gini",
-    description="Gini index of |a| (sparseness), in [0, 1)",
-    higher_is_better=True,
-    unit="",
-    evaluate=_map_metric(gini_index),
-)
+GINI = described("gini", cost=cost, evaluate=_map_metric(gini_index))

@@ -40,7 +40,8 @@ from faithbench.metrics._checks import (
 )
 from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal, unranked
 from faithbench.metrics.baselines import BaselineConfig, unit_baseline
-from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
+from faithbench.metrics.spec import MetricCost, MetricResult, Unit, sample_maps_cost
+from faithbench.metrics.spec_table import described
 from faithbench.metrics.types import CurveScores
 
 ALOE_FRACTIONS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6, 0.8)
@@ -282,24 +283,15 @@ def _curve_cost(name: str) -> Callable[[Unit, DeletionConfig], tuple[MetricCost,
     return cost
 
 
-DELETION = MetricSpec(
-    name="pixel_deletion",
-    given_maps=True,
-    description="class probability as top-ranked blocks are removed; normalised area",
-    higher_is_better=False,
-    unit="AUC",
+DELETION = described(
+    "pixel_deletion",
     evaluate=_curve_metric(pixel_deletion),
     cost=_curve_cost("deletion"),
     config=DeletionConfig,
-    table="deletion",
-    plot="curve",
-    curve_label="fraction of blocks removed",
 )
-INSERTION = DELETION.variant(
-    name="pixel_insertion",
-    description="class probability as top-ranked blocks are revealed; normalised area",
-    higher_is_better=True,
+INSERTION = described(
+    "pixel_insertion",
     evaluate=_curve_metric(pixel_insertion),
     cost=_curve_cost("insertion"),
-    curve_label="fraction of blocks revealed",
+    config=DeletionConfig,
 )

@@ -39,7 +39,8 @@ from faithbench.config import to_dict
 from faithbench.metrics._checks import check_choice, check_finite, check_fractions, check_targets, check_tensor
 from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal, unranked
 from faithbench.metrics.baselines import BaselineConfig, unit_baseline
-from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
+from faithbench.metrics.spec import MetricCost, MetricResult, Unit, sample_maps_cost
+from faithbench.metrics.spec_table import described
 from faithbench.metrics.types import CurveScores, ErasureScores
 from faithbench.registry import Registry
 
@@ -292,23 +293,7 @@ def cost(unit: Unit, cfg: ErasureConfig) -> tuple[MetricCost, ...]:
     return (*sample_maps_cost(unit, cfg.target), MetricCost(("erasure", cfg), inputs=n * (1 + 2 * r)))
 
 
-COMPREHENSIVENESS = MetricSpec(
-    name="comprehensiveness",
-    given_maps=True,
-    description="p(x) - p(x without its top-k features), summarised over k",
-    higher_is_better=True,
-    modalities=("image", "text"),
-    scale=100,
-    unit="%",
-    evaluate=_part("comprehensiveness"),
-    cost=cost,
-    config=ErasureConfig,
-    table="erasure",
-    conventions=ERASURE_SUMMARIES,
-)
-SUFFICIENCY = COMPREHENSIVENESS.variant(
-    name="sufficiency",
-    description="p(x) - p(top-k features only), summarised over k",
-    higher_is_better=False,
-    evaluate=_part("sufficiency"),
-)
+# Both read one computation: its cost, config and conventions are one.
+_SHARED = dict(cost=cost, config=ErasureConfig, conventions=ERASURE_SUMMARIES)
+COMPREHENSIVENESS = described("comprehensiveness", evaluate=_part("comprehensiveness"), **_SHARED)
+SUFFICIENCY = described("sufficiency", evaluate=_part("sufficiency"), **_SHARED)

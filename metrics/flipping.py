@@ -56,7 +56,8 @@ from faithbench.metrics.imputation import (
     hashed_uniform,
     road_fill,
 )
-from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
+from faithbench.metrics.spec import MetricCost, MetricResult, Unit, sample_maps_cost
+from faithbench.metrics.spec_table import described
 from faithbench.metrics.types import CurveScores
 
 FILLS = ("mean", "value", "blur", "model-input-zero", "noise", "road")
@@ -271,30 +272,6 @@ def cost(unit: Unit, cfg: FlippingConfig) -> tuple[MetricCost, ...]:
     return (*sample_maps_cost(unit), MetricCost(("flipping", cfg), inputs=2 * n * len(cfg.fractions), passes=2))
 
 
-MORF = MetricSpec(
-    name="morf",
-    given_maps=True,
-    description="class probability as the most relevant blocks are removed first; normalised area",
-    higher_is_better=False,
-    unit="AUC",
-    evaluate=_evaluate("morf"),
-    cost=cost,
-    config=FlippingConfig,
-    table="flipping",
-    plot="curve",
-    curve_label="fraction of blocks removed, most relevant first",
-)
-LERF = MORF.variant(
-    name="lerf",
-    description="class probability as the least relevant blocks are removed first; normalised area",
-    higher_is_better=True,
-    evaluate=_evaluate("lerf"),
-    curve_label="fraction of blocks removed, least relevant first",
-)
-SRG = LERF.variant(
-    name="srg",
-    description="symmetric relevance gain: LeRF area minus MoRF area (Blücher et al. 2024)",
-    evaluate=_evaluate("srg"),
-    curve_label="fraction of blocks removed",
-    curve_value_label="p(LeRF) - p(MoRF)",
-)
+MORF = described("morf", evaluate=_evaluate("morf"), cost=cost, config=FlippingConfig)
+LERF = described("lerf", evaluate=_evaluate("lerf"), cost=cost, config=FlippingConfig)
+SRG = described("srg", evaluate=_evaluate("srg"), cost=cost, config=FlippingConfig)

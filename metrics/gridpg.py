@@ -27,7 +27,8 @@ from faithbench.metrics._checks import check_choice, check_finite, check_positiv
 from faithbench.metrics._share import target_share
 from faithbench.metrics.gridpg_presets import GRIDPG_PRESETS, VIT_WINDOWS, ZERO_MASS_RULES, GridPGPreset, get_preset
 from faithbench.metrics.grids import PAIRINGS, TILINGS, grid_cost, grid_eligibility, grid_side, make_grids, select_grids
-from faithbench.metrics.spec import Example, MetricResult, MetricSpec, Unit
+from faithbench.metrics.spec import Example, MetricResult, Unit
+from faithbench.metrics.spec_table import described
 from faithbench.metrics.types import Scores
 from faithbench.metrics.windows import ExplainFn, explain_grids
 
@@ -301,18 +302,11 @@ def example(unit: Unit, cfg: GridPGConfig) -> Example:
     return Example(image, maps[0, 0].cpu(), label, f"class {label} (top-left cell) explained on the same grid")
 
 
-SPEC = MetricSpec(
-    name="gridpg",
-    description="grid pointing game: positive-attribution share of the explained cell",
-    higher_is_better=True,
-    scale=100,
-    unit="%",
+SPEC = described(
+    "gridpg",
     evaluate=evaluate,
     config=GridPGConfig,
-    table="gridpg",
     conventions=GRIDPG_PRESETS,
-    plot="bar",
-    ground_truth=True,
     example=example,
     pairing=pairing_models,
     eligibility=eligibility,

@@ -37,7 +37,8 @@ from faithbench.metrics._checks import check_choice, check_finite, check_positiv
 from faithbench.metrics._perturb import feature_ranks, unranked
 from faithbench.metrics.aopc_bounds import AopcBounds, Removal, aopc_bounds
 from faithbench.metrics.baselines import BaselineConfig, unit_baseline
-from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
+from faithbench.metrics.spec import MetricCost, MetricResult, Unit, sample_maps_cost
+from faithbench.metrics.spec_table import described
 from faithbench.metrics.types import Scores
 
 ForwardFn = Callable[[Tensor], Tensor]
@@ -202,22 +203,5 @@ def cost(unit: Unit, cfg: NaopcConfig) -> tuple[MetricCost, ...]:
     )
 
 
-COMPREHENSIVENESS = MetricSpec(
-    name="naopc_comprehensiveness",
-    given_maps=True,
-    description="comprehensiveness (one token removed per step) between the model's own AOPC bounds (NAOPC)",
-    higher_is_better=True,
-    modalities=("text",),
-    scale=100,
-    unit="%",
-    evaluate=_evaluate(0),
-    cost=cost,
-    config=NaopcConfig,
-    table="naopc",
-)
-SUFFICIENCY = COMPREHENSIVENESS.variant(
-    name="naopc_sufficiency",
-    description="sufficiency (least important token removed first) between the model's own AOPC bounds (NAOPC)",
-    higher_is_better=False,
-    evaluate=_evaluate(1),
-)
+COMPREHENSIVENESS = described("naopc_comprehensiveness", evaluate=_evaluate(0), cost=cost, config=NaopcConfig)
+SUFFICIENCY = described("naopc_sufficiency", evaluate=_evaluate(1), cost=cost, config=NaopcConfig)

@@ -31,7 +31,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from faithbench.metrics._checks import check_choice, check_positive_int
-from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
+from faithbench.metrics.spec import MetricCost, MetricResult, Unit, sample_maps_cost
+from faithbench.metrics.spec_table import described
 from faithbench.metrics.types import CurveScores
 from faithbench.models.randomise import INITS, parameter_layers, randomise_layer
 
@@ -200,26 +201,17 @@ def cost(unit: Unit, cfg: RandomisationConfig) -> tuple[MetricCost, ...]:
     return (*sample_maps_cost(unit), MetricCost(("randomisation", cfg), explanations=k * depths, passes=depths))
 
 
-RANDOMISATION = MetricSpec(
-    name="randomisation",
-    description="cascading model randomisation (Adebayo et al. 2018): Spearman of |maps| before/after",
-    higher_is_better=False,
-    modalities=("image", "text"),
-    unit="rho",
+RANDOMISATION = described(
+    "randomisation",
     evaluate=evaluate_spearman,
     cost=cost,
     config=RandomisationConfig,
-    table="randomisation",
-    plot="curve",
-    curve_label="share of layers randomised (from the top)",
-    curve_value_label="Spearman rho with the original maps",
     applies=_not_applicable,
 )
-RANDOMISATION_SSIM = RANDOMISATION.variant(
-    name="randomisation_ssim",
-    description="cascading model randomisation: SSIM of the max-normalised |maps| before / after, mean over depths",
-    modalities=("image",),
-    unit="SSIM",
+RANDOMISATION_SSIM = described(
+    "randomisation_ssim",
     evaluate=evaluate_ssim,
-    curve_value_label="SSIM with the original maps",
+    cost=cost,
+    config=RandomisationConfig,
+    applies=_not_applicable,
 )

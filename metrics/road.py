@@ -34,7 +34,8 @@ from faithbench.metrics._checks import check_choice, check_fractions
 from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal, unranked
 from faithbench.metrics.deletion import check_curve_inputs
 from faithbench.metrics.imputation import ROAD_DTYPE, ROAD_MAX_ITER, ROAD_NOISE, ROAD_TOL, road_fill
-from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
+from faithbench.metrics.spec import MetricCost, MetricResult, Unit, sample_maps_cost
+from faithbench.metrics.spec_table import described
 from faithbench.metrics.types import CurveScores
 
 ROAD_FRACTIONS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 0.9)
@@ -201,18 +202,4 @@ def cost(unit: Unit, cfg: RoadConfig) -> tuple[MetricCost, ...]:
     return (*sample_maps_cost(unit), MetricCost(("road", cfg), inputs=n * len(cfg.fractions)))
 
 
-SPEC = MetricSpec(
-    name="road",
-    given_maps=True,
-    description="ROAD: accuracy as the most relevant pixels are imputed (noisy linear); mean over fractions",
-    higher_is_better=False,
-    scale=100,
-    unit="%",
-    evaluate=_evaluate,
-    cost=cost,
-    config=RoadConfig,
-    table="road",
-    plot="curve",
-    curve_label="fraction of pixels imputed, most relevant first",
-    curve_value_label="still classified as the target",
-)
+SPEC = described("road", evaluate=_evaluate, cost=cost, config=RoadConfig)

@@ -26,7 +26,8 @@ from faithbench.errors import UserError
 from faithbench.metrics._checks import check_choice, check_finite, check_positive_int, check_tensor
 from faithbench.metrics._share import target_share
 from faithbench.metrics.sequences import SEGMENT_LENGTHS, SequenceSet, build_sequences, truncate_segments
-from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit
+from faithbench.metrics.spec import MetricCost, MetricResult, Unit
+from faithbench.metrics.spec_table import described
 from faithbench.metrics.types import Scores
 from faithbench.metrics.windows import explain_in_chunks
 
@@ -285,18 +286,10 @@ def cost(unit: Unit, cfg: SeqPGConfig) -> tuple[MetricCost, ...]:
     return MetricCost(("seqpg", "selection", cfg), inputs=len(unit.images), scope="model", note=note), work
 
 
-SPEC = MetricSpec(
-    name="seqpg",
-    description="sequence pointing game: positive-attribution share of the explained segment",
-    higher_is_better=True,
-    modalities=("text",),
-    scale=100,
-    unit="%",
+SPEC = described(
+    "seqpg",
     evaluate=evaluate,
     config=SeqPGConfig,
-    table="seqpg",
-    plot="bar",
-    ground_truth=True,
     pairing=pairing_models,
     eligibility=segment_confidence,
     cost=cost,

@@ -31,7 +31,8 @@ from faithbench.config import to_dict
 from faithbench.metrics._checks import check_finite, check_positive_int, check_tensor
 from faithbench.metrics._perturb import check_class_indices
 from faithbench.metrics.baselines import BaselineConfig, unit_baseline
-from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
+from faithbench.metrics.spec import MetricCost, MetricResult, Unit, sample_maps_cost
+from faithbench.metrics.spec_table import described
 from faithbench.metrics.truth_agreement import cell_sums, truth_correlation
 from faithbench.metrics.types import Scores
 
@@ -160,19 +161,10 @@ def cost(unit: Unit, cfg: SingleDeletionConfig) -> tuple[MetricCost, ...]:
     return (*sample_maps_cost(unit), MetricCost(("single_deletion", cfg), inputs=n * (cfg.grid**2 + 1)))
 
 
-SIGNED = MetricSpec(
-    name="single_deletion",
-    given_maps=True,
-    description="Spearman rho of the map's g x g cell sums and the logit drop when each cell alone is deleted (SDS)",
-    higher_is_better=True,
-    unit="rho",
-    evaluate=_evaluate(absolute=False),
+SIGNED = described("single_deletion", evaluate=_evaluate(absolute=False), cost=cost, config=SingleDeletionConfig)
+ABSOLUTE = described(
+    "single_deletion_absolute",
+    evaluate=_evaluate(absolute=True),
     cost=cost,
     config=SingleDeletionConfig,
-    table="single_deletion",
-)
-ABSOLUTE = SIGNED.variant(
-    name="single_deletion_absolute",
-    description="single_deletion on |map|: the cells ranked by how much evidence they carry, either sign",
-    evaluate=_evaluate(absolute=True),
 )

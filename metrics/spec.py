@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -121,11 +121,6 @@ class MetricSpec:
     cost: Callable[[Unit, Any], tuple[MetricCost, ...]] | None = None
     float_floor: float = 0.0
     given_maps: bool = False
-
-    def variant(self, **changes: Any) -> MetricSpec:
-        """A sibling metric of the same module: this spec with ``changes`` (its name, description, hook...), every
-        other field shared (``morf`` and ``lerf`` differ in four fields of fourteen)."""
-        return replace(self, **changes)
 
     def availability(self, modality: str) -> str | None:
         """Why the metric cannot run in a suite of ``modality`` (None: it can). ``list`` and ``run`` both use it."""

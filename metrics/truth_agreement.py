@@ -29,7 +29,8 @@ from torch import Tensor
 
 from faithbench.config import to_dict
 from faithbench.metrics._checks import check_choice, check_finite, check_tensor
-from faithbench.metrics.spec import MetricCost, MetricResult, MetricSpec, Unit, sample_maps_cost
+from faithbench.metrics.spec import MetricCost, MetricResult, Unit, sample_maps_cost
+from faithbench.metrics.spec_table import described
 from faithbench.metrics.types import Scores
 
 RESOLUTIONS = ("patch", "pixel")
@@ -168,23 +169,11 @@ def cost(unit: Unit, cfg: TruthConfig) -> tuple[MetricCost, ...]:
     return () if unit.method.capabilities.ground_truth else sample_maps_cost(unit)
 
 
-CORRELATION = MetricSpec(
-    name="truth_correlation",
-    description="Spearman rank correlation with the exact attribution of a hand-set model (per cell by default)",
-    higher_is_better=True,
-    modalities=("image", "text"),
+CORRELATION = described(
+    "truth_correlation",
     evaluate=_metric(truth_correlation),
     cost=cost,
     config=TruthConfig,
-    table="truth",
-    plot="bar",
     applies=applies,
-    ground_truth=True,
 )
-MASS = CORRELATION.variant(
-    name="truth_mass",
-    description="share of the positive attribution inside the positive exact attribution of a hand-set model",
-    scale=100,
-    unit="%",
-    evaluate=_metric(truth_mass),
-)
+MASS = described("truth_mass", evaluate=_metric(truth_mass), cost=cost, config=TruthConfig, applies=applies)

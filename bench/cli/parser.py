@@ -142,6 +142,7 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     array.add_argument("--slurm-mem-gb", type=int, metavar="N", help="memory per task, GB")
     array.add_argument(
         "--slurm-time",
+        dest="slurm_time_min",  # SlurmSettings.time_min: every --slurm-X is its field X
         type=int,
         default=240,
         metavar="MIN",

@@ -8,6 +8,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator
+from dataclasses import fields
 from pathlib import Path
 
 import pandas as pd
@@ -126,15 +127,8 @@ def finish(args: argparse.Namespace, suite: Suite, out: Path, results: pd.DataFr
 
 def launch_array(args: argparse.Namespace, suite: Suite, out: Path) -> pd.DataFrame | None:
     """``--launcher submitit``: submit the job array; with ``--wait``, wait for it and return the run's results."""
-    settings = SlurmSettings(
-        tasks=args.tasks,
-        partition=args.slurm_partition,
-        gpus_per_task=args.slurm_gpus_per_task,
-        cpus_per_task=args.slurm_cpus_per_task,
-        time_min=args.slurm_time,
-        mem_gb=args.slurm_mem_gb,
-        cluster=args.slurm_cluster,
-    )
+    asked = {f.name: getattr(args, f"slurm_{f.name}") for f in fields(SlurmSettings) if f.name != "tasks"}
+    settings = SlurmSettings(tasks=args.tasks, **asked)
     path = Path(args.suite or "vision")
     jobs = submit(suite, out, settings, args.device, path.parent if path.suffix == ".toml" else None)
     sys.stdout.write(f"submitted {len(jobs)} workers of suite {suite.name} into {out}: job {jobs[0].job_id}\n")

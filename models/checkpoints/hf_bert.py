@@ -25,7 +25,7 @@ from torch import nn
 from faithbench.errors import UserError
 from faithbench.models.checkpoints.hub import hf_hub_cache
 from faithbench.models.data.hf import require
-from faithbench.models.nets.text_transformer import WORDPIECE, TextTransformer, bert_key, checkpoint_key, minilm_folder
+from faithbench.models.nets.text_transformer import WORDPIECE, TextTransformer, checkpoint_key, minilm_folder
 
 
 @dataclass(frozen=True)
@@ -106,28 +106,6 @@ def geometry(config) -> dict:
     return out
 
 
-DISTILBERT_TOP = {
-    "word_embeddings": "embeddings.word_embeddings",
-    "position_embeddings": "embeddings.position_embeddings",
-    "embedding_norm": "embeddings.LayerNorm",
-}
-DISTILBERT_BLOCK = {
-    "attention.query": "attention.q_lin",
-    "attention.key": "attention.k_lin",
-    "attention.value": "attention.v_lin",
-    "attention_out": "attention.out_lin",
-    "attention_norm": "sa_layer_norm",
-    "intermediate": "ffn.lin1",
-    "output": "ffn.lin2",
-    "output_norm": "output_layer_norm",
-}
-
-
-def _distilbert_key(name: str) -> str:
-    """Our parameter name -> its Hugging Face DistilBertModel key."""
-    return checkpoint_key(name, DISTILBERT_TOP, DISTILBERT_BLOCK, "transformer.layer")
-
-
 def from_hf_model(hf_model: nn.Module, num_classes: int, seed: int = 0) -> TextTransformer:
     """A :class:`TextTransformer` with the weights of a ``transformers`` BertModel, DistilBertModel or RobertaModel
     and a new (seeded) classifier (and pooler, where the family's classification head does not reuse one)."""
@@ -137,14 +115,15 @@ def from_hf_model(hf_model: nn.Module, num_classes: int, seed: int = 0) -> TextT
         model = TextTransformer(**geometry(hf_model.config), num_classes=num_classes)
     if kind == "distilbert":
         nn.init.zeros_(model.token_type_embeddings.weight)  # no token types: a zero embedding adds nothing
-    key = _distilbert_key if kind == "distilbert" else bert_key
+    layout = "distilbert" if kind == "distilbert" else "bert"
     state = hf_model.state_dict()
     own = {}
     for name, _ in model.named_parameters():
         if not name.startswith(NEW_PARAMETERS[kind]):
-            if key(name) not in state:
-                raise UserError(f"{kind} checkpoint has no weight {key(name)!r} (for our {name})")
-            own[name] = state[key(name)]
+            key = checkpoint_key(name, layout)
+            if key not in state:
+                raise UserError(f"{kind} checkpoint has no weight {key!r} (for our {name})")
+            own[name] = state[key]
     model.load_state_dict(own, strict=False)
     return model.eval()
 

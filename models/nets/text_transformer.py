@@ -143,38 +143,40 @@ class TextTransformer(nn.Module):
         return self.from_embeddings(self.embed(input_ids), mask)
 
 
-def checkpoint_key(name: str, top: dict[str, str], block: dict[str, str], layers: str) -> str:
-    """Our parameter ``name`` -> a checkpoint's key: ``top`` maps our modules outside the blocks, ``block`` those
-    inside block i, which the checkpoint keeps under ``{layers}.{i}``."""
+# Our module -> its name in a Hugging Face checkpoint, one column per layout (LAYOUTS: where the layout keeps block i,
+# and its column); None: the layout has no such module (ours keeps its initial weights: the loader skips it).
+LAYOUTS = {"bert": ("encoder.layer", 0), "distilbert": ("transformer.layer", 1)}  # bert: BertModel, RobertaModel
+TOP_KEYS = {  # outside the blocks: (bert, distilbert)
+    "word_embeddings": ("embeddings.word_embeddings", "embeddings.word_embeddings"),
+    "position_embeddings": ("embeddings.position_embeddings", "embeddings.position_embeddings"),
+    "token_type_embeddings": ("embeddings.token_type_embeddings", None),
+    "embedding_norm": ("embeddings.LayerNorm", "embeddings.LayerNorm"),
+    "pooler": ("pooler.dense", None),
+}
+BLOCK_KEYS = {  # inside block i: (bert, distilbert)
+    "attention.query": ("attention.self.query", "attention.q_lin"),
+    "attention.key": ("attention.self.key", "attention.k_lin"),
+    "attention.value": ("attention.self.value", "attention.v_lin"),
+    "attention_out": ("attention.output.dense", "attention.out_lin"),
+    "attention_norm": ("attention.output.LayerNorm", "sa_layer_norm"),
+    "intermediate": ("intermediate.dense", "ffn.lin1"),
+    "output": ("output.dense", "ffn.lin2"),
+    "output_norm": ("output.LayerNorm", "output_layer_norm"),
+}
+
+
+def checkpoint_key(name: str, layout: str = "bert") -> str:
+    """Our parameter ``name`` -> its key in a checkpoint of ``layout`` (``bert``: BertModel / RobertaModel, MiniLM's
+    checkpoint among them; ``distilbert``: DistilBertModel)."""
+    layers, column = LAYOUTS[layout]
     module, param = name.rsplit(".", 1)
     if module.startswith("blocks."):
         _, index, rest = module.split(".", 2)
-        return f"{layers}.{index}.{block[rest]}.{param}"
-    return f"{top[module]}.{param}"
-
-
-BERT_TOP = {
-    "word_embeddings": "embeddings.word_embeddings",
-    "position_embeddings": "embeddings.position_embeddings",
-    "token_type_embeddings": "embeddings.token_type_embeddings",
-    "embedding_norm": "embeddings.LayerNorm",
-    "pooler": "pooler.dense",
-}
-BERT_BLOCK = {
-    "attention.query": "attention.self.query",
-    "attention.key": "attention.self.key",
-    "attention.value": "attention.self.value",
-    "attention_out": "attention.output.dense",
-    "attention_norm": "attention.output.LayerNorm",
-    "intermediate": "intermediate.dense",
-    "output": "output.dense",
-    "output_norm": "output.LayerNorm",
-}
-
-
-def bert_key(name: str) -> str:
-    """Our parameter name -> its Hugging Face BertModel / RobertaModel key (MiniLM's checkpoint is a BertModel)."""
-    return checkpoint_key(name, BERT_TOP, BERT_BLOCK, "encoder.layer")
+        return f"{layers}.{index}.{BLOCK_KEYS[rest][column]}.{param}"
+    key = TOP_KEYS[module][column]
+    if key is None:
+        raise KeyError(f"a {layout} checkpoint has no {module}")
+    return f"{key}.{param}"
 
 
 def minilm_classifier(
@@ -203,7 +205,8 @@ def minilm_classifier(
         )
     state = load_file(str(folder / "model.safetensors"))
     state = {k.removeprefix("bert."): v for k, v in state.items()}
-    own = {name: state[bert_key(name)] for name, _ in model.named_parameters() if not name.startswith("classifier.")}
+    names = [name for name, _ in model.named_parameters() if not name.startswith("classifier.")]
+    own = {name: state[checkpoint_key(name)] for name in names}
     missing = model.load_state_dict(own, strict=False).missing_keys
     if sorted(missing) != ["classifier.bias", "classifier.weight"]:
         raise RuntimeError(f"MiniLM checkpoint does not fill the model: missing {missing}")
@@ -213,7 +216,6 @@ def minilm_classifier(
 __all__ = [
     "WORDPIECE",
     "TextTransformer",
-    "bert_key",
     "checkpoint_key",
     "minilm_classifier",
     "minilm_folder",

@@ -27,8 +27,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from faithbench.models.adapter import ModelAdapter, ModelSpec
+from faithbench.models.adapter import ModelAdapter
 from faithbench.models.encoding import InputEncoding
+from faithbench.models.truth.hand_set import hand_set_specs
 from faithbench.models.truth.image_nets import (
     DEFAULT_LAYOUT,
     MOTIF_NAMES,
@@ -149,14 +150,6 @@ _ADDITIVE = (
     "a suppressor cell, distractor cells): its exact attribution is known (the truth data set)"
 )
 _NO_SUPPRESSOR = "truth_additive without its suppressor weights (the shared noise is not cancelled)"
-SPECS = tuple(
-    ModelSpec(
-        name=name,
-        family="standard",
-        source="hand-set",
-        description=text,
-        build=_adapter(name, text, suppressor),
-        dataset="truth",
-    )
-    for name, text, suppressor in (("truth_additive", _ADDITIVE, True), ("truth_additive_nosup", _NO_SUPPRESSOR, False))
+SPECS = hand_set_specs(
+    _adapter, (("truth_additive", _ADDITIVE, True), ("truth_additive_nosup", _NO_SUPPRESSOR, False)), dataset="truth"
 )

@@ -23,9 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from faithbench.models.adapter import ModelAdapter, ModelSpec
+from faithbench.models.adapter import ModelAdapter
 from faithbench.models.nets.text_transformer import WORDPIECE
 from faithbench.models.text_encoding import TokenEncoding, vocabulary
+from faithbench.models.truth.hand_set import hand_set_specs
 from faithbench.models.truth.token_data import MAX_TOKENS, lexicon_ids
 from faithbench.models.truth.token_nets import CLASSES, ROLES, TokenAdditiveNet, lexicon, token_additive_net
 
@@ -148,19 +149,10 @@ _TOKENS = (
     "and its suppressor, distractor words): its exact token attribution is known (the truth-text data set)"
 )
 _NO_SUPPRESSOR = "truth_tokens without its suppressor weight (the noise word is not cancelled)"
-SPECS = tuple(
-    ModelSpec(
-        name=name,
-        family="standard",
-        source="hand-set",
-        description=description,
-        build=_adapter(name, description, suppressor),
-        modality="text",
-        dataset=DATASET,
-        tokenizer=WORDPIECE,
-    )
-    for name, description, suppressor in (
-        ("truth_tokens", _TOKENS, True),
-        ("truth_tokens_nosup", _NO_SUPPRESSOR, False),
-    )
+SPECS = hand_set_specs(
+    _adapter,
+    (("truth_tokens", _TOKENS, True), ("truth_tokens_nosup", _NO_SUPPRESSOR, False)),
+    modality="text",
+    dataset=DATASET,
+    tokenizer=WORDPIECE,
 )
