@@ -85,6 +85,23 @@ def test_modules_stay_short():
     assert not long, long
 
 
+# Names more than one module may carry: Python's package files and entry points, and the registry grammar (the
+# Registry type at the root, one registry of each layer: metrics/, models/, attributions/).
+SHARED_NAMES = {"__init__.py", "__main__.py", "registry.py"}
+
+
+def test_no_two_modules_share_a_name():
+    """A module's file name says what it holds, once: ``report/tables.py`` beside ``run/tables.py`` made a reader
+    open both."""
+    by_name: dict[str, list[str]] = {}
+    for p in _sources(*LOWER, "bench"):
+        by_name.setdefault(p.name, []).append(str(p.relative_to(ROOT)))
+    repeated = {name: paths for name, paths in by_name.items() if len(paths) > 1 and name not in SHARED_NAMES}
+    assert not repeated, repeated
+    registries = sorted(str(p.relative_to(ROOT)) for p in _sources(*LOWER) if p.name == "registry.py")
+    assert registries == [f"{layer}/registry.py" for layer in ("attributions", "faithbench", "metrics", "models")]
+
+
 def test_rerun_names_are_made_in_one_place_and_never_parsed():
     """A rerun is data (``Job.rerun_of`` / ``rerun_seed``; the result columns): its name ``METHOD@seedN`` is made by
     the run plan (``bench/run/plan.py``) and read only for files written before those columns

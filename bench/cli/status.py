@@ -8,7 +8,7 @@ from pathlib import Path
 
 from faithbench.bench.report.formats import to_text
 from faithbench.bench.run.plan import plan
-from faithbench.bench.run.progress import run_status
+from faithbench.bench.run.run_status import run_status
 from faithbench.bench.run.suite import recorded_suite
 from faithbench.bench.store.results import RunStore
 

@@ -13,7 +13,7 @@ import pandas as pd
 from faithbench.bench.run.data import load_data
 from faithbench.bench.run.estimate import Estimate, estimate
 from faithbench.bench.run.plan import Plan, plan
-from faithbench.bench.run.progress import plan_table
+from faithbench.bench.run.run_status import plan_table
 from faithbench.bench.run.suite import Suite
 from faithbench.models.data.datasets import DATASETS
 from faithbench.models.data.hf import HF_DATASETS
@@ -57,7 +57,7 @@ def dry_run_text(suite: Suite, out: Path, table_text: Callable[[pd.DataFrame], s
 
 
 def _units_table(steps: Plan, cost: Estimate) -> pd.DataFrame:
-    """The plan's table (:func:`~faithbench.bench.run.progress.plan_table`) with each model's inputs and calls."""
+    """The plan's table (:func:`~faithbench.bench.run.run_status.plan_table`) with each model's inputs and calls."""
     table = plan_table(steps)
     by_model = cost.units.groupby("model")[["model inputs", "model calls"]].sum()
     by_model = by_model.reindex(steps.suite.models, fill_value=0)

@@ -16,7 +16,7 @@ import pytest
 from faithbench.bench.cli import main
 from faithbench.bench.run import runner, work
 from faithbench.bench.run.plan import plan
-from faithbench.bench.run.progress import run_status
+from faithbench.bench.run.run_status import run_status
 from faithbench.bench.run.suite import build_suite
 from faithbench.bench.store.claims import Claims
 from faithbench.bench.store.pieces import merge_pieces
