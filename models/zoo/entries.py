@@ -18,6 +18,7 @@ from faithbench.models.zoo.recipes import (
     bcosified,
     bcosify_digits,
     from_scratch,
+    in_domain,
     no_training,
 )
 from faithbench.models.zoo.text_recipes import TEXT_RECIPES
@@ -172,3 +173,7 @@ for _recipe in (
     *TEXT_RECIPES,
 ):
     RECIPES.register(_recipe.name, _recipe)
+# The single-deletion score's in-domain variants (IDSDS; bench/suites/in-domain.toml): one CNN of each family of the
+# vision suite, fine-tuned on digits with one cell deleted.
+for _name in ("cnn_mnist", "bcos_cnn_mnist", "bcosified_cnn_mnist"):
+    RECIPES.register(f"{_name}_idsds", in_domain(RECIPES.get(_name)))

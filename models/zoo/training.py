@@ -89,6 +89,8 @@ def train_classifier(
     params: list[nn.Parameter] | None = None,
     shift: int = 0,
     canvas: int = 0,
+    delete_grid: int = 0,
+    delete_share: float = 0.5,
     desc: str = "train",
     after_epoch: Callable[[nn.Module], object] | None = None,
 ) -> list:
@@ -100,7 +102,9 @@ def train_classifier(
     the non-target classes' targets at 1/C, the B-cos papers' target encoding); ``params``
     restricts training to a subset (linear probes); ``shift`` > 0 augments with random
     translations of up to that many pixels (zero fill); ``canvas`` > 0 places every image at a
-    random position (the whole image visible) on a black ``canvas`` x ``canvas`` image first.
+    random position (the whole image visible) on a black ``canvas`` x ``canvas`` image first; ``delete_grid`` > 0
+    deletes, in a ``delete_share`` of the images, one random cell of a ``delete_grid`` x ``delete_grid`` grid before
+    either (:func:`random_cell_deletion`: the in-domain fine-tune of the single-deletion score).
     """
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
@@ -108,6 +112,7 @@ def train_classifier(
     opt = torch.optim.Adam(params, lr=lr)
     steps = epochs * ((len(data.labels) + batch_size - 1) // batch_size)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+    fill = data.images.mean(dim=(0, 2, 3)) if delete_grid else None  # the training images' mean colour
     module.train()
     log = []
     with progress_bar(total=steps, desc=desc, leave=False, unit="step") as bar:
@@ -116,6 +121,8 @@ def train_classifier(
             for start in range(0, len(order), batch_size):
                 idx = order[start : start + batch_size]
                 images = data.images[idx]
+                if delete_grid:
+                    images = random_cell_deletion(images, delete_grid, delete_share, fill, gen)
                 if canvas:
                     images = random_placement(images, canvas, gen)
                 if shift:
@@ -167,6 +174,18 @@ def random_shift(images: Tensor, max_shift: int, gen: torch.Generator) -> Tensor
     out = padded.gather(2, rows)
     cols = (dx.view(n, 1) + torch.arange(w)).view(n, 1, 1, w).expand(n, images.shape[1], h, w)
     return out.gather(3, cols)
+
+
+def random_cell_deletion(images: Tensor, grid: int, share: float, fill: Tensor, gen: torch.Generator) -> Tensor:
+    """In a random ``share`` of the images (N, C, H, W), the pixels of one random cell of a ``grid`` x ``grid`` grid set
+    to the (C,) colour ``fill``: IDSDS's training-time deletions (Hesse et al. 2024: one cell in half the images), whose
+    cells are the single-deletion score's (pixel (i, j) in cell (floor(i grid / H), floor(j grid / W)))."""
+    n, _, h, w = images.shape
+    cells = (torch.arange(h) * grid // h).view(-1, 1) * grid + (torch.arange(w) * grid // w).view(1, -1)
+    chosen = torch.randint(0, grid * grid, (n,), generator=gen)
+    deleted = torch.rand(n, generator=gen) < share
+    mask = (cells == chosen.view(n, 1, 1)) & deleted.view(n, 1, 1)
+    return torch.where(mask.unsqueeze(1), fill.to(images.dtype).view(1, -1, 1, 1), images)
 
 
 def random_placement(images: Tensor, canvas: int, gen: torch.Generator) -> Tensor:

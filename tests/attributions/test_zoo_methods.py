@@ -61,6 +61,8 @@ _TEST_BED_REFUSALS |= {
     if "gap" in m and "bias" not in m
 }
 EXPECTED_REFUSALS |= {(model, method) for model, methods in _TEST_BED_REFUSALS.items() for method in methods}
+# The in-domain variants (models/zoo/recipes.py in_domain) are their parents' architectures: they refuse the same.
+EXPECTED_REFUSALS |= {(f"{m}_idsds", method) for m, method in EXPECTED_REFUSALS if f"{m}_idsds" in zoo.RECIPES}
 # CheferCAM, AttnLRP and last-layer attention need readable attention like rollout: models refusing one refuse all.
 EXPECTED_REFUSALS |= {
     (model, other)

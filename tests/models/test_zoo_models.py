@@ -45,6 +45,7 @@ MIN_ACCURACY = {
     "bcos_gap_cnn_animal_b2": 0.8,
     "bcos_gap_cnn_animal_b2_5": 0.8,
 }
+MIN_ACCURACY |= {f"{p}_idsds": MIN_ACCURACY[p] for p in ("cnn_mnist", "bcos_cnn_mnist", "bcosified_cnn_mnist")}
 
 
 @pytest.fixture(scope="module")
