@@ -29,10 +29,11 @@ class AopcBounds:
 class Removal:
     """p_t of samples with sets of their features removed, in model calls of ``chunk_size`` inputs."""
 
-    def __init__(self, forward, inputs, targets, baseline, activation, chunk_size):
+    def __init__(self, forward, inputs, targets, baseline, activation, chunk_size, features=None):
         self.forward, self.inputs, self.targets, self.activation = forward, inputs, targets, activation
         self.base = torch.as_tensor(baseline, dtype=inputs.dtype, device=inputs.device).expand_as(inputs)
         self.chunk, self.calls, self.count = chunk_size, 0, 0
+        self.features = None if features is None else features.to(inputs.device)
 
     def __call__(self, sample: Tensor, removed: Tensor) -> Tensor:
         """(J,) p_t of ``inputs[sample[j]]`` with the positions ``removed[j]`` (J, T) bool replaced by the baseline."""
@@ -40,7 +41,10 @@ class Removal:
         with torch.no_grad():
             for start in range(0, sample.shape[0], self.chunk):
                 s = sample[start : start + self.chunk]
-                gone = removed[start : start + self.chunk].view(len(s), *[1] * (self.inputs.dim() - 2), -1)
+                gone = removed[start : start + self.chunk]
+                if self.features is not None:  # image features: each pixel removed with its cell
+                    gone = gone[:, self.features]
+                gone = gone.view(len(s), *[1] * (self.inputs.dim() - gone.dim()), *gone.shape[1:])
                 scores = self.forward(torch.where(gone, self.base[s], self.inputs[s])).float()
                 check_class_indices(self.targets, scores.shape[1])
                 probs = to_probabilities(scores, self.activation)
@@ -119,17 +123,19 @@ def aopc_bounds(
     exact_max: int = 10,
     activation: str = "softmax",
     chunk_size: int = 256,
+    features: Tensor | None = None,
 ) -> AopcBounds:
     """The lower and upper AOPC of each sample over every removal order of its features (see module docstring).
 
     Args:
         forward: ``forward(inputs) -> (n, K)`` logits.
-        inputs: (B, T) token ids (or (B, *C, T): features on the last dim).
+        inputs: (B, T) token ids (or (B, *C, T): features on the last dim), or images (B, C, H, W) with ``features``.
         targets: (B,) explained classes.
-        feature_mask: (B, T) bool, the features that can be removed.
+        feature_mask: (B, F) bool, the features that can be removed (F = T, or the number of ``features``).
         baseline: what a removed feature becomes: a scalar or one tensor per sample (``inputs.shape``).
         beam_size: orders kept per step of the beam search (the authors' 5 for long inputs).
         exact_max: samples with at most this many features are solved exactly (2^n model inputs each).
+        features: images: (H, W) long, each pixel's feature 0..F-1 (e.g. its grid cell), removed together.
 
     Example:
         >>> from faithbench.metrics.toy import additive_text_model
@@ -147,12 +153,13 @@ def aopc_bounds(
     check_choice(activation, "activation", ACTIVATIONS)
     b = inputs.shape[0]
     targets = check_targets(targets, b)
-    if feature_mask.shape != (b, inputs.shape[-1]) or feature_mask.dtype != torch.bool:
-        raise ValueError(f"feature_mask must be a bool tensor of shape {(b, inputs.shape[-1])}")
+    f = inputs.shape[-1] if features is None else int(features.max()) + 1
+    if feature_mask.shape != (b, f) or feature_mask.dtype != torch.bool:
+        raise ValueError(f"feature_mask must be a bool tensor of shape {(b, f)}")
     n = feature_mask.sum(dim=1)
     if bool((n == 0).any()):
         raise ValueError(f"feature_mask selects no feature in samples {(n == 0).nonzero().flatten().tolist()}")
-    p = Removal(forward, inputs, targets.to(inputs.device), baseline, activation, chunk_size)
+    p = Removal(forward, inputs, targets.to(inputs.device), baseline, activation, chunk_size, features)
     everyone = torch.arange(b, device=inputs.device)
     p0 = p(everyone, torch.zeros_like(feature_mask))
     lower, upper = torch.empty(b, dtype=torch.float64), torch.empty(b, dtype=torch.float64)

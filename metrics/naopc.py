@@ -1,8 +1,10 @@
 """Normalised AOPC (NAOPC; Edin et al., "Normalized AOPC: Fixing Misleading Faithfulness Metrics for Feature
 Attribution Explainability", ACL 2025): comprehensiveness and sufficiency rescaled by each model's own bounds.
 
-With p(.) the probability of the explained class t, n the features of a sample (its tokens: not [CLS], [SEP] or
-padding), and an order pi of them, features are removed one at a time (replaced by the mask token):
+With p(.) the probability of the explained class t, n the features of a sample (text: its tokens, not [CLS], [SEP] or
+padding; images: the cells of a ``grid`` x ``grid`` grid, as the single-deletion score's, a map ranking them by its
+cell sums), and an order pi of them, features are removed one at a time (replaced by the baseline: the mask token,
+the images' mean colour):
 
     AOPC(pi) = 1/n * sum_{k=1..n} [ p(x) - p(x without pi_1..pi_k) ]
 
@@ -37,6 +39,7 @@ from faithbench.metrics._checks import check_choice, check_finite, check_positiv
 from faithbench.metrics._perturb import feature_ranks, unranked
 from faithbench.metrics.aopc_bounds import AopcBounds, Removal, aopc_bounds
 from faithbench.metrics.baselines import BaselineConfig, unit_baseline
+from faithbench.metrics.single_deletion import cell_index
 from faithbench.metrics.spec import MetricCost, MetricResult, Unit, sample_maps_cost
 from faithbench.metrics.spec_table import described
 from faithbench.metrics.types import Scores
@@ -54,9 +57,12 @@ def aopc_orders(
     baseline: float | int | Tensor,
     activation: str = "softmax",
     chunk_size: int = 256,
+    features: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """(B,) AOPC of the attribution order, descending (comprehensiveness) and ascending (sufficiency), one feature
-    removed per step (ties broken by position, as :func:`~faithbench.metrics._perturb.feature_ranks`).
+    removed per step (ties broken by position, as :func:`~faithbench.metrics._perturb.feature_ranks`). ``attributions``
+    and ``feature_mask`` are (B, F) per feature; for images (B, C, H, W), ``features`` (H, W) names each pixel's
+    feature (its cell) and ``attributions`` are the cells' sums.
 
     Example:
         >>> from faithbench.metrics.toy import additive_text_model
@@ -69,7 +75,7 @@ def aopc_orders(
     check_tensor(attributions, "attributions", floating=True)
     check_finite(attributions, "attributions")
     b, t = feature_mask.shape
-    p = Removal(forward, inputs, targets.to(inputs.device), baseline, activation, chunk_size)
+    p = Removal(forward, inputs, targets.to(inputs.device), baseline, activation, chunk_size, features)
     everyone = torch.arange(b, device=inputs.device)
     p0 = p(everyone, torch.zeros_like(feature_mask))
     n = feature_mask.sum(dim=1)
@@ -112,13 +118,16 @@ def normalised_aopc(aopc: Tensor, bounds: AopcBounds, attributions: Tensor, feat
 class NaopcConfig(BaselineConfig):
     """``[naopc]``, shared by ``naopc_comprehensiveness`` and ``naopc_sufficiency`` (the bounds are found once per
     model and sample, for every method). ``max_samples`` bounds the cost: the first that many of the suite's samples
-    (0: all); the beam search costs about ``beam_size * n^2`` model inputs per sample of n tokens."""
+    (0: all); the beam search costs about ``beam_size * n^2`` model inputs per sample of n features. ``grid``: an
+    image's features are its ``grid`` x ``grid`` cells (3: 9 cells, solved exactly; text ignores it); an image suite
+    sets ``baseline`` to an image baseline (``mean``)."""
 
     baseline: str = "mask-token"
     target: str = "predicted"  # the explained class, as [erasure]: the model's prediction (ERASER, B-cos LM) or label
     beam_size: int = 5
     exact_max: int = 10
     max_samples: int = 0
+    grid: int = 3
 
     protocols: ClassVar[dict[str, tuple]] = {}
     cli: ClassVar[dict[str, str]] = {}
@@ -127,6 +136,7 @@ class NaopcConfig(BaselineConfig):
         super().__post_init__()
         check_choice(self.target, "target", ("predicted", "label"))
         check_positive_int(self.beam_size, "beam_size")
+        check_positive_int(self.grid, "grid")
         if self.exact_max < 0 or self.exact_max > 16 or self.max_samples < 0:
             raise ValueError(
                 f"exact_max must be in 0..16 (2^n inputs per sample) and max_samples >= 0, "
@@ -140,22 +150,34 @@ def _subset(unit: Unit, cfg: NaopcConfig) -> Tensor:
     return torch.ones(len(pos), dtype=torch.bool) if cfg.max_samples == 0 else pos < cfg.max_samples
 
 
+def _features(unit: Unit, cfg: NaopcConfig) -> tuple[Tensor, Tensor | None]:
+    """The samples' (S, F) feature mask and, for images, (H, W) each pixel's cell (the features removed together)."""
+    mask = unit.sample_feature_mask()
+    if mask is not None:
+        return mask, None
+    x, _, _ = unit.samples()
+    cells = cell_index(x.shape[-2], x.shape[-1], cfg.grid, x.device)
+    return torch.ones(len(x), cfg.grid**2, dtype=torch.bool, device=x.device), cells
+
+
 def _bounds(unit: Unit, cfg: NaopcConfig) -> AopcBounds:
     def compute() -> AopcBounds:
         x, _, ids = unit.samples()
         keep = _subset(unit, cfg).to(x.device)
+        mask, cells = _features(unit, cfg)
         return aopc_bounds(
             unit.model.module,
             x[keep],
             unit.sample_targets(cfg.target)[keep],
-            unit.sample_feature_mask()[keep],
+            mask[keep],
             baseline=unit_baseline(unit, cfg, ids[keep.cpu()]),
             beam_size=cfg.beam_size,
             exact_max=cfg.exact_max,
             chunk_size=unit.eval_batch,
+            features=cells,
         )
 
-    key = ("naopc_bounds", cfg.baseline, cfg.target, cfg.beam_size, cfg.exact_max, cfg.max_samples)
+    key = ("naopc_bounds", cfg.baseline, cfg.target, cfg.beam_size, cfg.exact_max, cfg.max_samples, cfg.grid)
     return unit.per_model(key, compute)
 
 
@@ -166,7 +188,10 @@ def _evaluate(part: int) -> Callable[[Unit, NaopcConfig], MetricResult]:
         params = {**to_dict(cfg), "order": ("descending", "ascending")[part]}
         if not bool(keep.any()):
             return MetricResult.empty(params, "samples")
-        maps, mask = unit.sample_maps(cfg.target)[keep.to(x.device)], unit.sample_feature_mask()[keep.to(x.device)]
+        mask, cells = _features(unit, cfg)
+        maps, mask = unit.sample_maps(cfg.target)[keep.to(x.device)], mask[keep.to(x.device)]
+        if cells is not None:  # an image map ranks the cells by its sums over them
+            maps = torch.zeros_like(mask, dtype=maps.dtype).index_add_(1, cells.flatten(), maps.flatten(1))
         orders = unit.memo(
             ("naopc", cfg),
             lambda: aopc_orders(
@@ -177,6 +202,7 @@ def _evaluate(part: int) -> Callable[[Unit, NaopcConfig], MetricResult]:
                 mask,
                 baseline=unit_baseline(unit, cfg, ids[keep]),
                 chunk_size=unit.eval_batch,
+                features=cells,
             ),
         )
         scores = normalised_aopc(orders[part], _bounds(unit, cfg), maps, mask)
@@ -190,12 +216,13 @@ def _evaluate(part: int) -> Callable[[Unit, NaopcConfig], MetricResult]:
 
 def cost(unit: Unit, cfg: NaopcConfig) -> tuple[MetricCost, ...]:
     """The per-sample maps; per sample its n removals in each order; once per model and sample, the bounds: 2^n
-    inputs exactly, at most beam_size * n * (n + 1) by the two beam searches. n is counted at the longest input (every
-    position but [CLS] a token): an upper bound."""
+    inputs exactly, at most beam_size * n * (n + 1) by the two beam searches. Images: n = grid^2 cells. Text: n is
+    counted at the longest input (every position but [CLS] a token), an upper bound."""
     m = int(_subset(unit, cfg).sum())
-    n = max(int(unit.model.input_size[-1]) - 1, 1)
+    text = unit.model.modality == "text"
+    n = max(int(unit.model.input_size[-1]) - 1, 1) if text else cfg.grid**2
     bounds = 2**n if n <= cfg.exact_max else cfg.beam_size * n * (n + 1)
-    note = "text: counted at the longest input (every position a token)"
+    note = "text: counted at the longest input (every position a token)" if text else ""
     return (
         *sample_maps_cost(unit, cfg.target),
         MetricCost(("naopc", cfg), inputs=m * (1 + 2 * n), note=note),

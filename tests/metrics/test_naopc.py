@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from faithbench.metrics.aopc_bounds import aopc_bounds
 from faithbench.metrics.naopc import NaopcConfig, aopc_orders, normalised_aopc
+from faithbench.metrics.single_deletion import cell_index
+from faithbench.metrics.toy import linear_image_model
 
 MASK = 0
 
@@ -167,3 +169,48 @@ def test_bad_input_is_named():
         NaopcConfig(exact_max=30)
     with pytest.raises(ValueError, match="beam_size"):
         NaopcConfig(beam_size=0)
+
+
+def test_image_cells_are_the_features_hand_computed():
+    """The toy image model: logit 0 = sum(w * x), w = 0..15 on a 4 x 4 image of ones; its 2 x 2 cells carry 10, 18, 42
+    and 50. Removing them largest first drops 50, 92, 110, 120 (AOPC 93), smallest first 10, 28, 70, 120 (57)."""
+    toy = linear_image_model()
+    cells, mask = cell_index(4, 4, 2), torch.ones(1, 4, dtype=torch.bool)
+    kw = dict(baseline=0.0, activation="identity", features=cells)
+    for exact_max in (10, 0):
+        b = aopc_bounds(toy.forward, toy.inputs, toy.targets, mask, exact_max=exact_max, beam_size=1, **kw)
+        assert (b.upper.item(), b.lower.item()) == pytest.approx((93.0, 57.0))
+    sums = torch.tensor([[10.0, 18.0, 42.0, 50.0]])
+    assert torch.equal(torch.zeros(1, 4).index_add_(1, cells.flatten(), toy.attributions.flatten(1).float()), sums)
+    comp, suff = aopc_orders(toy.forward, toy.inputs, sums, toy.targets, mask, **kw)
+    assert (comp.item(), suff.item()) == pytest.approx((93.0, 57.0))
+
+
+def _image_aopc_of(forward, x, target, cells, order):
+    """AOPC of one order of an image's cells, written out (each cell's pixels set to 0, the baseline)."""
+    p = lambda z: forward(z).softmax(1)[:, target]  # noqa: E731
+    p0, total, z = p(x[None])[0], 0.0, x.clone()
+    for k in order:
+        z[:, cells == k] = 0.0
+        total += (p0 - p(z[None])[0]).item()
+    return total / len(order)
+
+
+def test_image_bounds_are_the_extremes_over_every_order_of_the_cells():
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(2, 4, 3, padding=1), torch.nn.Tanh(), torch.nn.Flatten(), torch.nn.Linear(4 * 9 * 9, 3)
+    ).double()
+    forward = lambda z: net(z).detach()  # noqa: E731
+    x = torch.rand(2, 2, 9, 9, dtype=torch.float64) * 3
+    t, cells = forward(x).argmax(1), cell_index(9, 9, 2)  # uneven cells: 5 and 4 px
+    mask = torch.ones(2, 4, dtype=torch.bool)
+    exact = aopc_bounds(forward, x, t, mask, baseline=0.0, features=cells)
+    wide = aopc_bounds(forward, x, t, mask, baseline=0.0, features=cells, exact_max=0, beam_size=100)
+    for i in range(2):
+        every = [_image_aopc_of(forward, x[i], t[i], cells, order) for order in itertools.permutations(range(4))]
+        for bounds in (exact, wide):
+            assert bounds.lower[i].item() == pytest.approx(min(every), abs=1e-6)
+            assert bounds.upper[i].item() == pytest.approx(max(every), abs=1e-6)
+    with pytest.raises(ValueError, match=r"feature_mask must be a bool tensor of shape \(2, 4\)"):
+        aopc_bounds(forward, x, t, torch.ones(2, 81, dtype=torch.bool), baseline=0.0, features=cells)
