@@ -79,18 +79,26 @@ for _arch, _vit, _layer in (
             build=hub.torchvision_model(_arch, is_vit=_vit, conv_layer=_layer),
         ),
     )
-MODELS.register(
-    "vit_b_16_random",
-    ModelSpec(
-        name="vit_b_16_random",
-        family="standard",
-        source="torchvision",
-        description=(
-            "torchvision vit_b_16, randomly initialised (seed 0): runs the ViT-B/16 architecture with no download"
+# The ImageNet architectures with seeded random weights and no download: they run every method on the real networks
+# and measure what they cost (the imagenet-random suite); their scores describe untrained networks.
+_RANDOM = "randomly initialised (seed 0): runs the architecture with no download"
+for _name, _build in (
+    ("resnet50_random", hub.torchvision_model("resnet50", is_vit=False, conv_layer="layer4", pretrained=False)),
+    ("vit_b_16_random", hub.torchvision_model("vit_b_16", is_vit=True, conv_layer=None, pretrained=False)),
+    ("bcos_resnet50_random", hub.bcos_hub_model("resnet50", is_vit=False, conv_layer="layer4", random=True)),
+):
+    _arch = _name.removesuffix("_random").removeprefix("bcos_")
+    _from = "B-cos " + _arch + " (bcos package)" if _name.startswith("bcos_") else "torchvision " + _arch
+    MODELS.register(
+        _name,
+        ModelSpec(
+            name=_name,
+            family="bcos" if _name.startswith("bcos_") else "standard",
+            source="bcos-hub" if _name.startswith("bcos_") else "torchvision",
+            description=f"{_from}, {_RANDOM}",
+            build=_build,
         ),
-        build=hub.torchvision_model("vit_b_16", is_vit=True, conv_layer=None, pretrained=False),
-    ),
-)
+    )
 for _entry in hub.BCOS_HUB:
     _standard, _vit = hub.is_standard(_entry), "vit" in _entry
     MODELS.register(

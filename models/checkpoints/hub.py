@@ -140,12 +140,13 @@ def bcos_hub_name(entry: str) -> str:
     return entry if is_standard(entry) else f"bcos_{entry}"
 
 
-def bcos_hub_model(entry: str, *, is_vit: bool, conv_layer: str | None) -> Callable:
+def bcos_hub_model(entry: str, *, is_vit: bool, conv_layer: str | None, random: bool = False) -> Callable:
     """An entry point of ``bcos.models.pretrained``: B-cos models, or the package's standard counterparts
-    (``standard_*``: ImageNet normalisation, softmax) that TPAMI compares them with."""
+    (``standard_*``: ImageNet normalisation, softmax) that TPAMI compares them with; ``random``: the architecture
+    with seeded random weights, no download (``{name}_random``)."""
     standard = is_standard(entry)
 
-    def build(device: str | torch.device = "cpu", pretrained: bool = True) -> ModelAdapter:
+    def build(device: str | torch.device = "cpu", pretrained: bool = not random) -> ModelAdapter:
         from bcos.models import pretrained as hub
 
         base, experiment = BCOS_HUB[entry]
@@ -159,7 +160,7 @@ def bcos_hub_model(entry: str, *, is_vit: bool, conv_layer: str | None) -> Calla
                 f"could not load the bcos package's pretrained {entry}: {_first_line(exc)}; {_torch_hub_hint(url)}"
             ) from exc
         return ModelAdapter(
-            name=bcos_hub_name(entry),
+            name=bcos_hub_name(entry) + ("_random" if random else ""),
             family="standard" if standard else "bcos",
             module=module,
             encoding=normalized(IMAGENET_MEAN, IMAGENET_STD) if standard else bcos_inverse(3),

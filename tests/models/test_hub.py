@@ -63,6 +63,18 @@ def test_random_torchvision_vit_b_16_is_seeded_and_runs_every_vit_method():
         assert maps.shape == (1, 224, 224) and torch.isfinite(maps).all() and maps.abs().sum() > 0, method
 
 
+def test_random_resnet50s_are_seeded_registry_models_that_need_no_download(monkeypatch):
+    monkeypatch.setattr(torch.hub, "load_state_dict_from_url", _offline)  # nothing may be fetched
+    for name, family in (("resnet50_random", "standard"), ("bcos_resnet50_random", "bcos")):
+        model = load_model(name)
+        assert (model.name, model.family, model.info["weights"]) == (name, family, "random, seed 0")
+        assert model.weights_sha256 == load_model(name).weights_sha256
+        x = model.encode(torch.rand(1, 3, 224, 224, generator=torch.Generator().manual_seed(0)))
+        maps = get_method("input_x_gradient").attribute(model, x, torch.tensor([7]))
+        assert maps.shape == (1, 224, 224) and torch.isfinite(maps).all() and maps.abs().sum() > 0
+    assert load_model("bcos_resnet50_random").activation == "sigmoid"
+
+
 def _offline(*_args, **_kwargs):
     raise urllib.error.URLError("[Errno -2] Name or service not known")
 
