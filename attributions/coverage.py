@@ -14,8 +14,9 @@ from __future__ import annotations
 
 # The table Captum's DeepLift hooks consult (a private name; captum>=0.8 has it), so the check
 # follows the installed version.
+import torch
 from captum.attr._core.deep_lift import SUPPORTED_NON_LINEAR
-from torch import nn
+from torch import Tensor, nn
 
 # Captum's ModifiedReluGradientAttribution hooks ``isinstance(module, nn.ReLU)`` (subclasses too).
 GUIDED_BACKPROP_MODULES: tuple[type[nn.Module], ...] = (nn.ReLU,)
@@ -67,4 +68,31 @@ def internal_softmax(module: nn.Module) -> str | None:
         f"it has nn.Softmax modules ({where}), and Captum's DeepLift softmax rule centres the multipliers "
         "over the whole tensor (all samples of the batch, heads and rows at once): meant for one final "
         "softmax over classes, inside the model (attention) it makes each map depend on the rest of the batch"
+    )
+
+
+def reused(module: nn.Module, types: tuple[type[nn.Module], ...], exact: bool, example: Tensor) -> str | None:
+    """Why Captum's DeepLift would fail on ``module``: a module it hooks is called more than once in one forward (a
+    torchvision ResNet block calls its one nn.ReLU three times), and its rule keeps one input and output per module.
+    Found by one forward of ``example`` with counting hooks (None: every hooked module runs at most once)."""
+    names = {m: name for name, m in module.named_modules()}
+    calls: dict[str, int] = {}
+
+    def count(m: nn.Module, _inputs: object, _output: object) -> None:
+        calls[names[m]] = calls.get(names[m], 0) + 1
+
+    handles = [m.register_forward_hook(count) for m in covered(module, types, exact)]
+    try:
+        with torch.no_grad():
+            module(example)
+    finally:
+        for handle in handles:
+            handle.remove()
+    twice = sorted(name for name, n in calls.items() if n > 1)
+    if not twice:
+        return None
+    where = ", ".join(twice[:3]) + (f" and {len(twice) - 3} more" if len(twice) > 3 else "")
+    return (
+        f"its modules {where} are each called more than once per forward pass (as a torchvision ResNet block reuses "
+        "its one nn.ReLU), and Captum's DeepLift keeps one input and output per module, so its rule cannot apply"
     )

@@ -124,6 +124,29 @@ def test_deeplift_refuses_an_internal_softmax_whose_rule_mixes_the_batch():
     assert (batch - alone).abs().max() > 1e-3 * alone.abs().max()
 
 
+class ReusedReLU(nn.Module):
+    """One nn.ReLU called twice per forward, as in a torchvision ResNet block."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(1, 4, 3, padding=1), nn.Conv2d(4, 4, 3, padding=1)
+        self.relu, self.head = nn.ReLU(), nn.Linear(4 * 28 * 28, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.relu(self.conv2(self.relu(self.conv1(x)))).flatten(1))
+
+
+def test_deeplift_refuses_a_relu_called_twice_which_captum_cannot_explain():
+    torch.manual_seed(0)
+    model = adapter(ReusedReLU())
+    with pytest.raises(UnsupportedMethodError, match=r"its modules relu are each called more than once per forward"):
+        get_method("deeplift").check(model)
+    with pytest.raises(RuntimeError, match="used more than once"):  # why: Captum's own failure, unchecked
+        get_method("deeplift")._attribute(model, model.encode(IMAGES), TARGETS)
+    get_method("guided_backprop").check(model)  # its hooks only rewrite the gradient: a reused ReLU is fine
+    get_method("deeplift").check(adapter(cnn(nn.ReLU())))  # each ReLU once: accepted
+
+
 # ----------------------------------------------------------------------------- known identities
 
 
