@@ -14,9 +14,12 @@ from __future__ import annotations
 
 # The table Captum's DeepLift hooks consult (a private name; captum>=0.8 has it), so the check
 # follows the installed version.
+import copy
+
 import torch
+import torch.fx
 from captum.attr._core.deep_lift import SUPPORTED_NON_LINEAR
-from torch import Tensor, nn
+from torch import nn
 
 # Captum's ModifiedReluGradientAttribution hooks ``isinstance(module, nn.ReLU)`` (subclasses too).
 GUIDED_BACKPROP_MODULES: tuple[type[nn.Module], ...] = (nn.ReLU,)
@@ -71,23 +74,24 @@ def internal_softmax(module: nn.Module) -> str | None:
     )
 
 
-def reused(module: nn.Module, types: tuple[type[nn.Module], ...], exact: bool, example: Tensor) -> str | None:
+def reused(module: nn.Module, types: tuple[type[nn.Module], ...], exact: bool) -> str | None:
     """Why Captum's DeepLift would fail on ``module``: a module it hooks is called more than once in one forward (a
     torchvision ResNet block calls its one nn.ReLU three times), and its rule keeps one input and output per module.
-    Found by one forward of ``example`` with counting hooks (None: every hooked module runs at most once)."""
-    names = {m: name for name, m in module.named_modules()}
-    calls: dict[str, int] = {}
-
-    def count(m: nn.Module, _inputs: object, _output: object) -> None:
-        calls[names[m]] = calls.get(names[m], 0) + 1
-
-    handles = [m.register_forward_hook(count) for m in covered(module, types, exact)]
+    Read from the module's symbolic trace (torch.fx), so the model never runs; None where every hooked module is
+    called once, or where the model cannot be traced (Captum then decides at run time)."""
+    bare = copy.deepcopy(module)  # traced without the hooks a run counts its model calls with
+    for m in bare.modules():
+        m._forward_hooks.clear()
+        m._forward_pre_hooks.clear()
     try:
-        with torch.no_grad():
-            module(example)
-    finally:
-        for handle in handles:
-            handle.remove()
+        graph = torch.fx.symbolic_trace(bare).graph
+    except Exception:  # noqa: BLE001 - untraceable control flow: nothing known before compute
+        return None
+    hooked = {name for name, m in module.named_modules() if m in covered(module, types, exact)}
+    calls: dict[str, int] = {}
+    for node in graph.nodes:
+        if node.op == "call_module" and node.target in hooked:
+            calls[node.target] = calls.get(node.target, 0) + 1
     twice = sorted(name for name, n in calls.items() if n > 1)
     if not twice:
         return None

@@ -170,7 +170,7 @@ class DeepLift(AttributionMethod):
     """Refuses models without a module its rules cover (ReLU, ELU, LeakyReLU, Sigmoid, Tanh, Softplus,
     MaxPool; the maps would be (x - baseline) x gradient) and models with an ``nn.Softmax`` module
     (Captum's softmax rule mixes the samples of a batch; every ViT here) or one that calls a covered module more than
-    once per forward (torchvision's ResNets; one probe forward finds it). On models that mix covered
+    once per forward (torchvision's ResNets; read from its torch.fx trace). On models that mix covered
     modules with other nonlinearities (a B-cosified CNN's ReLUs beside its B-cos layers) the rules apply
     at the covered modules and the rest passes its plain gradient: a hybrid
     (:mod:`faithbench.attributions.coverage`)."""
@@ -190,10 +190,7 @@ class DeepLift(AttributionMethod):
         why = internal_softmax(model.module) or uncovered(
             model.module, DEEPLIFT_MODULES, True, "DeepLift applies its rules", would_be
         )
-        if not why and model.modality == "image":
-            device = next(model.module.parameters(), torch.empty(0)).device
-            example = torch.zeros(1, model.encoding.channels, *model.input_size, device=device)
-            why = reused(model.module, DEEPLIFT_MODULES, True, example)
+        why = why or reused(model.module, DEEPLIFT_MODULES, True)
         if why:
             self._unsupported(model, why)
 
