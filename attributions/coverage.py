@@ -61,12 +61,17 @@ def uncovered(
     )
 
 
+def _listed(names: list[str]) -> str:
+    """The first three names, then how many more."""
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
 def internal_softmax(module: nn.Module) -> str | None:
     """Why DeepLift's softmax rule would be misapplied on ``module`` (None: no nn.Softmax module)."""
     names = [name for name, m in module.named_modules() if type(m) is nn.Softmax]
     if not names:
         return None
-    where = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    where = _listed(names)
     return (
         f"it has nn.Softmax modules ({where}), and Captum's DeepLift softmax rule centres the multipliers "
         "over the whole tensor (all samples of the batch, heads and rows at once): meant for one final "
@@ -87,7 +92,7 @@ def reused(module: nn.Module, types: tuple[type[nn.Module], ...], exact: bool) -
         graph = torch.fx.symbolic_trace(bare).graph
     except Exception:  # noqa: BLE001 - untraceable control flow: nothing known before compute
         return None
-    hooked = {name for name, m in module.named_modules() if m in covered(module, types, exact)}
+    hooked = {name for name, m in module.named_modules() if (type(m) in types if exact else isinstance(m, types))}
     calls: dict[str, int] = {}
     for node in graph.nodes:
         if node.op == "call_module" and node.target in hooked:
@@ -95,7 +100,7 @@ def reused(module: nn.Module, types: tuple[type[nn.Module], ...], exact: bool) -
     twice = sorted(name for name, n in calls.items() if n > 1)
     if not twice:
         return None
-    where = ", ".join(twice[:3]) + (f" and {len(twice) - 3} more" if len(twice) > 3 else "")
+    where = _listed(twice)
     return (
         f"its modules {where} are each called more than once per forward pass (as a torchvision ResNet block reuses "
         "its one nn.ReLU), and Captum's DeepLift keeps one input and output per module, so its rule cannot apply"
