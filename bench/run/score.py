@@ -53,7 +53,9 @@ def _tensor(value: Any, name: str, channels_last: bool | None, dims: int) -> Ten
         raise UserError(f"{name} must be (B, C, H, W) or (B, H, W, C), got shape {tuple(value.shape)}")
     guess = value.dim() == 4 and value.shape[-1] in (1, 3) and value.shape[1] not in (1, 3)
     last = channels_last if channels_last is not None else guess
-    return (value.permute(0, 3, 1, 2) if last and value.dim() == 4 else value).float()
+    # contiguous: a channels-last view would reach the model's kernels in another memory format, whose sums round
+    # differently (the same inputs must give the same scores whichever layout they came in)
+    return (value.permute(0, 3, 1, 2) if last and value.dim() == 4 else value).float().contiguous()
 
 
 def score(
