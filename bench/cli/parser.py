@@ -162,6 +162,12 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
         help="print the plan (models, units, pieces, expected model inputs and calls) and stop: no model loads",
     )
     p_run.add_argument(
+        "--times-from",
+        metavar="DIR",
+        help="with --dry-run: the plan's time, scaled from a finished slice of the suite in DIR (e.g. --n-samples 8 "
+        "--n-grids 4, on the machine that will run it) by each unit's estimated model inputs",
+    )
+    p_run.add_argument(
         "--data-root", metavar="DIR", help="ImageNet-style folder (one sub-folder per class) instead of the default"
     )
     p_run.add_argument("--out", metavar="DIR", help="output folder (default runs/SUITE); rerunning resumes")

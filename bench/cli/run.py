@@ -79,8 +79,10 @@ def run_suite(args: argparse.Namespace) -> Suite:
 def cmd_run(args: argparse.Namespace) -> int:
     suite = run_suite(args)
     out = Path(args.out or Path("runs") / suite.name)
+    if args.times_from and not args.dry_run:
+        raise UserError("--times-from times a plan: it goes with --dry-run (nothing is run)")
     if args.dry_run:
-        return dry_run(suite, out)
+        return dry_run(suite, out, Path(args.times_from) if args.times_from else None)
     if args.launcher == "submitit":
         results = launch_array(args, suite, out)
         if results is None:
@@ -141,7 +143,9 @@ def launch_array(args: argparse.Namespace, suite: Suite, out: Path) -> pd.DataFr
     return read_results(out / "results.csv")
 
 
-def dry_run(suite: Suite, out: Path) -> int:
-    """``run --dry-run``: the plan and its estimated cost (:mod:`faithbench.bench.run.dry_run`), printed."""
-    sys.stdout.write(dry_run_text(suite, out, lambda table: to_text(table, width=WIDTH, keys=1), WIDTH))
+def dry_run(suite: Suite, out: Path, times_from: Path | None = None) -> int:
+    """``run --dry-run``: the plan and its estimated cost (:mod:`faithbench.bench.run.dry_run`), printed; its time
+    when ``times_from`` names a finished slice (:mod:`faithbench.bench.run.time_estimate`)."""
+    text = dry_run_text(suite, out, lambda table: to_text(table, width=WIDTH, keys=1), WIDTH, times_from)
+    sys.stdout.write(text)
     return 0

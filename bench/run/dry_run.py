@@ -15,16 +15,20 @@ from faithbench.bench.run.estimate import Estimate, estimate
 from faithbench.bench.run.plan import Plan, plan
 from faithbench.bench.run.run_status import plan_table
 from faithbench.bench.run.suite import Suite
+from faithbench.bench.run.time_estimate import clock, time_from_slice, time_lines
 from faithbench.models.data.datasets import DATASETS
 from faithbench.models.data.hf import HF_DATASETS
 
 LEFT_OUT = "not counted: the example map of each (model, method) for the report"
 
 
-def dry_run_text(suite: Suite, out: Path, table_text: Callable[[pd.DataFrame], str], width: int) -> str:
+def dry_run_text(
+    suite: Suite, out: Path, table_text: Callable[[pd.DataFrame], str], width: int, times_from: Path | None = None
+) -> str:
     """The dry run's page: the plan's units with their pieces and model inputs, the model inputs of every (model,
     method) cell, what the counts leave out, the tiers' totals, and what ``out`` holds. ``table_text`` lays a table
-    out (the command's text format), ``width`` the paragraphs."""
+    out (the command's text format), ``width`` the paragraphs; ``times_from``: a finished slice of the suite whose
+    unit times scale to the plan's (:mod:`faithbench.bench.run.time_estimate`), for the suite and each tier."""
     steps = plan(suite)
     cost = estimate(steps, n_images=n_images(suite))
     table = _units_table(steps, cost)
@@ -41,12 +45,20 @@ def dry_run_text(suite: Suite, out: Path, table_text: Callable[[pd.DataFrame], s
         which = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
         lines.append(textwrap.fill(f"~ {note} ({which})", width, initial_indent="  ", subsequent_indent="    "))
     lines += [f"  {note}" for note in (*cost.notes, LEFT_OUT)]
+    if times_from is not None:
+        lines += [
+            textwrap.fill(line, width, subsequent_indent="    ")
+            for line in time_lines(suite, times_from, n_images(suite))
+        ]
     for tier in steps.tiers:
         t_inputs, t_calls = estimate(tier.plan, n_images=n_images(tier.plan.suite)).total()
         lines.append(
             f"tier {tier.name} (into {out / tier.folder}): ≈ {t_inputs:,} model inputs, ≈ {t_calls:,} calls "
             f"(its plan: --suite {tier.name} --dry-run)"
         )
+        if times_from is not None and (times_from / tier.folder / "run.json").exists():
+            timed = time_from_slice(tier.plan.suite, times_from / tier.folder, n_images(tier.plan.suite))
+            lines.append(f"  time ≈ {clock(timed.seconds)} of compute (scaled from {times_from / tier.folder})")
     holds = (
         f"{out} holds a run: `python -m bench status {out}` says how far it got"
         if (out / "run.json").exists()
