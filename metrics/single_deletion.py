@@ -9,14 +9,14 @@ baseline b), and the explained class t's logit is read:
 
     score = Spearman rho(A, drop) over the g^2 cells        (ranks with ties averaged, as scipy.stats.spearmanr)
 
+in [-1, 1], higher is better. ``single_deletion`` sums the signed map; ``single_deletion_absolute`` sums |a| (the
+authors find signed maps score higher: a map's negative evidence is evidence too). Undefined (NaN, counted) where
+A or drop is the same for every cell (a uniform map, a model blind to every cell).
+
 A and drop are ranked at 16 significant bits (``rank_keys``, as the removal metrics order features): cell sums that
 are equal in exact arithmetic (a GradCAM map's upsampled blocks) tie on every machine instead of being ordered by
 whichever kernels summed them (measured: one such sample moved the smoke suite's mean by 0.0007 between an Intel and
 an AMD CPU).
-
-in [-1, 1], higher is better. ``single_deletion`` sums the signed map; ``single_deletion_absolute`` sums |a| (the
-authors find signed maps score higher: a map's negative evidence is evidence too). Undefined (NaN, counted) where
-A or drop is the same for every cell (a uniform map, a model blind to every cell).
 
 The authors fine-tune each model on cell-deleted images so that the deletions stay in-domain (IDSDS); on a model as
 it is trained (here), the deletions are out of domain for it, as in pixel deletion: compare methods on one model,
@@ -34,7 +34,7 @@ from torch import Tensor
 
 from faithbench.config import to_dict
 from faithbench.metrics._checks import check_finite, check_positive_int, check_tensor
-from faithbench.metrics._perturb import RANK_BITS, check_class_indices, rank_keys
+from faithbench.metrics._perturb import check_class_indices, rank_keys
 from faithbench.metrics.baselines import BaselineConfig, unit_baseline
 from faithbench.metrics.spec import MetricCost, MetricResult, Unit, sample_maps_cost
 from faithbench.metrics.spec_table import described
@@ -116,9 +116,9 @@ def single_deletion(attributions: Tensor, drops: Tensor, *, grid: int = 4, absol
     if drops.shape != (b, grid * grid):
         raise ValueError(f"drops must be (B, grid^2) = ({b}, {grid * grid}), got {tuple(drops.shape)}")
     a = attributions.abs() if absolute else attributions
-    sums = rank_keys(cell_sums(a, cell_index(h, w, grid, a.device)), RANK_BITS)
-    # Spearman's rho, the drops in the truth's place; both at RANK_BITS significant bits (module docstring)
-    return truth_correlation(sums, rank_keys(drops.to(a.device).double(), RANK_BITS))
+    sums = rank_keys(cell_sums(a, cell_index(h, w, grid, a.device)))
+    # Spearman's rho, the drops in the truth's place; both at rank_keys' 16 significant bits (module docstring)
+    return truth_correlation(sums, rank_keys(drops.to(a.device).double()))
 
 
 @dataclass(frozen=True)

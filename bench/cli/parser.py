@@ -165,7 +165,7 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
         "--times-from",
         metavar="DIR",
         help="with --dry-run: the plan's time, scaled from a finished slice of the suite in DIR (e.g. --n-samples 8 "
-        "--n-grids 4, on the machine that will run it) by each unit's estimated model inputs",
+        "--n-grids 4, on the machine that will run it) by each unit's estimated model inputs and calls",
     )
     p_run.add_argument(
         "--data-root", metavar="DIR", help="ImageNet-style folder (one sub-folder per class) instead of the default"

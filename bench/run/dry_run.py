@@ -15,9 +15,10 @@ from faithbench.bench.run.estimate import Estimate, estimate
 from faithbench.bench.run.plan import Plan, plan
 from faithbench.bench.run.run_status import plan_table
 from faithbench.bench.run.suite import Suite
-from faithbench.bench.run.time_estimate import clock, time_from_slice, time_lines
+from faithbench.bench.run.time_estimate import time_from_slice, time_lines
 from faithbench.models.data.datasets import DATASETS
 from faithbench.models.data.hf import HF_DATASETS
+from faithbench.progress import clock_text
 
 LEFT_OUT = "not counted: the example map of each (model, method) for the report"
 
@@ -58,7 +59,7 @@ def dry_run_text(
         )
         if times_from is not None and (times_from / tier.folder / "run.json").exists():
             timed = time_from_slice(tier.plan.suite, times_from / tier.folder, n_images(tier.plan.suite))
-            lines.append(f"  time ≈ {clock(timed.seconds)} of compute (scaled from {times_from / tier.folder})")
+            lines.append(f"  time ≈ {clock_text(timed.seconds)} of compute (scaled from {times_from / tier.folder})")
     holds = (
         f"{out} holds a run: `python -m bench status {out}` says how far it got"
         if (out / "run.json").exists()

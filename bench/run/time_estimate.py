@@ -34,6 +34,7 @@ from faithbench.bench.run.plan import plan
 from faithbench.bench.run.suite import Suite, recorded_suite
 from faithbench.bench.store.results import read_results
 from faithbench.errors import UserError
+from faithbench.progress import clock_text
 
 SLICE_COLUMNS = ("model", "method", "metric", "piece_time_s", "pieces", "device")
 KINDS = ("inputs", "calls")
@@ -132,36 +133,31 @@ def _borrowed(before: pd.DataFrame, model: str, method: str, inputs: int) -> tup
     return 0.0, "none"
 
 
-def clock(seconds: float) -> str:
-    """``H:MM:SS``."""
-    s = round(seconds)
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+def _named(units: pd.DataFrame, limit: int | None = 6) -> str:
+    """``model/method`` of ``units``, the first ``limit`` (None: all), then how many more."""
+    names = [f"{m}/{j}" for m, j in zip(units["model"], units["method"], strict=True)]
+    shown = names if limit is None else names[:limit]
+    return ", ".join(shown) + (f" and {len(names) - len(shown)} more" if len(names) > len(shown) else "")
 
 
 def time_lines(suite: Suite, folder: Path, n_images: int | None = None) -> list[str]:
     """The dry run's lines on time: the total and per model, and which units are borrowed or missing."""
     est = time_from_slice(suite, folder, n_images)
-    per_model = ", ".join(f"{m} {clock(s)}" for m, s in est.by_model().items())
+    per_model = ", ".join(f"{m} {clock_text(s)}" for m, s in est.by_model().items())
     by_calls, by_inputs = est.bracket()
+    total, took = clock_text(est.seconds), clock_text(est.slice_seconds)
     lines = [
-        f"time ≈ {clock(est.seconds)} of compute on {est.device} (one worker; {clock(by_calls)} if it goes with the "
-        f"model calls, {clock(by_inputs)} if with the model inputs), scaled from the run in {folder} (its units took "
-        f"{clock(est.slice_seconds)}); per model: {per_model}",
+        f"time ≈ {total} of compute on {est.device} (one worker; {clock_text(by_calls)} if it goes with the model "
+        f"calls, {clock_text(by_inputs)} if with the model inputs), scaled from the run in {folder} (its units took "
+        f"{took}); per model: {per_model}",
         "  not counted: loading the models, building zoo models, the report",
     ]
     for basis, what in (("method", "its method's"), ("model", "its model's")):
         borrowed = est.units[est.units["basis"] == basis]
         if len(borrowed):
-            pairs = list(zip(borrowed["model"], borrowed["method"], strict=True))
-            names = ", ".join(f"{m}/{j}" for m, j in pairs[:6])
-            more = f" and {len(borrowed) - 6} more" if len(borrowed) > 6 else ""
-            lines.append(
-                f"  ~ {len(borrowed)} unit(s) not in that run, timed at {what} median rate there: {names}{more}"
-            )
+            lines.append(f"  ~ {len(borrowed)} unit(s) not in that run, timed at {what} median rate there: "
+                         f"{_named(borrowed)}")  # fmt: skip
     missing = est.units[est.units["basis"] == "none"]
     if len(missing):
-        lines.append(
-            f"  {len(missing)} unit(s) with no basis in that run (not counted): "
-            + ", ".join(f"{m}/{j}" for m, j in zip(missing["model"], missing["method"], strict=True))
-        )
+        lines.append(f"  {len(missing)} unit(s) with no basis in that run (not counted): {_named(missing, None)}")
     return lines

@@ -13,8 +13,9 @@ from faithbench.bench.cli import main
 from faithbench.bench.run.estimate import estimate
 from faithbench.bench.run.plan import plan
 from faithbench.bench.run.suite import build_suite
-from faithbench.bench.run.time_estimate import clock, time_from_slice, unit_work
+from faithbench.bench.run.time_estimate import time_from_slice, unit_work
 from faithbench.errors import UserError
+from faithbench.progress import clock_text
 
 SUITE = {"name": "s", "models": ["cnn_mnist", "bcos_cnn_mnist"], "metrics": ["pixel_deletion", "entropy"]}
 
@@ -59,7 +60,7 @@ def test_a_method_on_another_model_borrows_the_methods_rate(tmp_path):
     est = time_from_slice(full, tmp_path / "slice").units.set_index(["model", "method"])
     assert est.loc[("bcos_cnn_mnist", "gradient"), "basis"] == "method"
     assert est.loc[("cnn_mnist", "gradient"), "seconds"] == pytest.approx(2.0)  # the same plan: the same time
-    assert clock(3725.4) == "1:02:05"
+    assert clock_text(3725.4) == "1:02:05"
 
 
 def test_the_dry_run_prints_the_time_and_refuses_it_without_a_dry_run(tmp_path, capsys):
