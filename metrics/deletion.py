@@ -259,7 +259,7 @@ def _curve_metric(curve_fn: Callable[..., CurveScores]) -> Callable[[Unit, Delet
         if len(ids) == 0:
             return MetricResult.empty(to_dict(cfg), "samples")
         res = curve_fn(
-            unit.model.module,
+            unit.forward,
             x,
             unit.sample_maps(),
             t,
@@ -278,7 +278,7 @@ def _curve_cost(name: str) -> Callable[[Unit, DeletionConfig], tuple[MetricCost,
     def cost(unit: Unit, cfg: DeletionConfig) -> tuple[MetricCost, ...]:
         """The per-sample maps and one model input per sample and fraction."""
         n = len(unit.take(len(unit.sample_ids)))
-        return (*sample_maps_cost(unit), MetricCost((name, cfg), inputs=n * len(cfg.fractions)))
+        return (*sample_maps_cost(unit), MetricCost((name, cfg), inputs=n * len(cfg.fractions), pooled=True))
 
     return cost
 

@@ -239,7 +239,7 @@ def _flipping(unit: Unit, cfg: FlippingConfig) -> FlippingScores:
             unit, cfg.fill, ids, value=cfg.fill_value, blur_sigma=cfg.blur_sigma, noise=cfg.road_noise, seed=cfg.seed
         )
         return pixel_flipping(
-            unit.model.module,
+            unit.forward,
             x,
             unit.sample_maps(),
             t,
@@ -269,7 +269,10 @@ def cost(unit: Unit, cfg: FlippingConfig) -> tuple[MetricCost, ...]:
     """The per-sample maps and a MoRF and a LeRF curve (one model input per sample and fraction each), computed once
     for morf, lerf and srg (the imputation of ``fill = "road"`` asks no model)."""
     n = len(unit.take(len(unit.sample_ids)))
-    return (*sample_maps_cost(unit), MetricCost(("flipping", cfg), inputs=2 * n * len(cfg.fractions), passes=2))
+    return (
+        *sample_maps_cost(unit),
+        MetricCost(("flipping", cfg), inputs=2 * n * len(cfg.fractions), passes=2, pooled=True),
+    )
 
 
 MORF = described("morf", evaluate=_evaluate("morf"), cost=cost, config=FlippingConfig)

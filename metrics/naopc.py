@@ -195,7 +195,7 @@ def _evaluate(part: int) -> Callable[[Unit, NaopcConfig], MetricResult]:
         orders = unit.memo(
             ("naopc", cfg),
             lambda: aopc_orders(
-                unit.model.module,
+                unit.forward,
                 x[keep.to(x.device)],
                 maps,
                 unit.sample_targets(cfg.target)[keep.to(x.device)],
@@ -225,7 +225,7 @@ def cost(unit: Unit, cfg: NaopcConfig) -> tuple[MetricCost, ...]:
     note = "text: counted at the longest input (every position a token)" if text else ""
     return (
         *sample_maps_cost(unit, cfg.target),
-        MetricCost(("naopc", cfg), inputs=m * (1 + 2 * n), note=note),
+        MetricCost(("naopc", cfg), inputs=m * (1 + 2 * n), note=note, pooled=True, runs=(m, m * n, m * n)),
         MetricCost(("naopc_bounds", cfg), inputs=m * (1 + bounds), scope="model", note=note),
     )
 

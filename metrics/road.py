@@ -177,7 +177,7 @@ def _evaluate(unit: Unit, cfg: RoadConfig) -> MetricResult:
     if unit.model.modality != "image":
         raise ValueError(f"ROAD needs an image model; {unit.model.name!r} is a {unit.model.modality} model")
     res = road(
-        unit.model.module,
+        unit.forward,
         unit.images[ids.cpu()].to(unit.device),
         unit.sample_maps(),
         t,
@@ -199,7 +199,7 @@ def _evaluate(unit: Unit, cfg: RoadConfig) -> MetricResult:
 def cost(unit: Unit, cfg: RoadConfig) -> tuple[MetricCost, ...]:
     """The per-sample maps and one model input per sample and fraction (the imputation asks no model)."""
     n = len(unit.take(len(unit.sample_ids)))
-    return (*sample_maps_cost(unit), MetricCost(("road", cfg), inputs=n * len(cfg.fractions)))
+    return (*sample_maps_cost(unit), MetricCost(("road", cfg), inputs=n * len(cfg.fractions), pooled=True))
 
 
 SPEC = described("road", evaluate=_evaluate, cost=cost, config=RoadConfig)

@@ -142,7 +142,7 @@ def _drops(unit: Unit, cfg: SingleDeletionConfig) -> Tensor:
     def compute() -> Tensor:
         x, t, ids = unit.samples()
         base = unit_baseline(unit, cfg, ids)
-        return cell_drops(unit.model.module, x, t, grid=cfg.grid, baseline=base, chunk_size=unit.eval_batch)
+        return cell_drops(unit.forward, x, t, grid=cfg.grid, baseline=base, chunk_size=unit.eval_batch)
 
     return unit.memo(("single_deletion", cfg), compute)
 
@@ -164,7 +164,7 @@ def _evaluate(absolute: bool) -> Callable[[Unit, SingleDeletionConfig], MetricRe
 def cost(unit: Unit, cfg: SingleDeletionConfig) -> tuple[MetricCost, ...]:
     """The per-sample maps and, once for both metrics, every sample with each cell deleted and as it is."""
     n = len(unit.take(len(unit.sample_ids)))
-    return (*sample_maps_cost(unit), MetricCost(("single_deletion", cfg), inputs=n * (cfg.grid**2 + 1)))
+    return (*sample_maps_cost(unit), MetricCost(("single_deletion", cfg), inputs=n * (cfg.grid**2 + 1), pooled=True))
 
 
 SIGNED = described("single_deletion", evaluate=_evaluate(absolute=False), cost=cost, config=SingleDeletionConfig)

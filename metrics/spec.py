@@ -41,7 +41,10 @@ class MetricCost:
     explanations ``explain_batch``, its inputs ``eval_batch`` per call); ``repeats`` consecutive pairs share one input
     (GridPG's cells on their grid: methods that share equal inputs explain it once). Equal ``key``s are one
     computation, counted once per ``scope``: ``unit`` (per unit and piece) or ``model`` (shared by a model's units:
-    once per model and piece). ``note``: why the count is an estimate ("" where it is exact)."""
+    once per model and piece). ``note``: why the count is an estimate ("" where it is exact). ``pooled``: its
+    inputs go through :attr:`Unit.forward`, so a suite run scores them with the unit's other pooled inputs (the
+    estimate pools them as the runner does); ``runs``: the sizes of its consecutive runs of inputs, each in calls of
+    ``eval_batch``, where they are not ``passes`` equal ones."""
 
     key: Hashable
     explanations: int = 0
@@ -50,6 +53,13 @@ class MetricCost:
     passes: int = 1
     scope: str = "unit"
     note: str = ""
+    pooled: bool = False
+    runs: tuple[int, ...] = ()
+
+    def requests(self, eval_batch: int) -> list[int]:
+        """The sizes of the model calls its own inputs make on their own, in order."""
+        runs = self.runs or ((-(-self.inputs // self.passes),) * self.passes if self.inputs else ())
+        return [min(eval_batch, r - s) for r in runs for s in range(0, r, eval_batch)]
 
 
 def sample_maps_cost(unit: Unit, target: str = "label") -> tuple[MetricCost, ...]:
@@ -149,6 +159,7 @@ class Unit:
             serves them instead of the method (``replay=True``: re-scoring a finished run).
         shared: items shared across the suite's models, by metric name (``bench.pairing.SharedItems``:
             ``eligible`` and ``score`` per item); a metric not in it chooses its items per model.
+        fused: the pooled forward of the runner (:attr:`forward`), None outside it.
     """
 
     model: ModelAdapter
@@ -167,6 +178,16 @@ class Unit:
     maps: MapStore | None = None
     replay: bool = False
     shared: dict[str, Any] = field(default_factory=dict)
+    pool_calls: bool = True  # the runner pools the metrics' own model calls (a suite's ``pool_calls``)
+    fused: Callable[..., Tensor] | None = None  # set by the runner while it pools the metrics' calls
+    _computing: set = field(default_factory=set, repr=False)  # what memo / per_model are computing now
+
+    @property
+    def forward(self) -> Callable[..., Tensor]:
+        """What a metric calls for the scores of its own inputs (perturbed samples; no gradients): in a suite run,
+        the runner's pooled calls, which score the requests of a unit's metrics together
+        (:mod:`faithbench.bench.run.pool`); elsewhere the model's module."""
+        return self.fused or self.model.module
 
     @property
     def explain_batch(self) -> int:
@@ -196,14 +217,29 @@ class Unit:
         return maps
 
     def per_model(self, key: Hashable, compute: Callable[[], Any]) -> Any:
-        if key not in self.model_cache:
-            self.model_cache[key] = compute()
-        return self.model_cache[key]
+        return self._once(self.model_cache, ("model", key), key, compute)
 
     def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
-        if key not in self.cache:
-            self.cache[key] = compute()
-        return self.cache[key]
+        return self._once(self.cache, ("unit", key), key, compute)
+
+    def _once(self, cache: dict, busy: Hashable, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """``cache[key]``, computed once. Pooled metrics take turns (:attr:`forward`): one may be computing it while
+        another asks, which then waits its turns until it is there."""
+        while busy in self._computing:
+            self._wait_turn()
+        if key not in cache:
+            self._computing.add(busy)
+            try:
+                cache[key] = compute()
+            finally:
+                self._computing.discard(busy)
+        return cache[key]
+
+    def _wait_turn(self) -> None:
+        wait = getattr(self.fused, "wait", None)
+        if wait is None:
+            raise RuntimeError("a shared computation is still running, and no other metric runs beside this one")
+        wait()
 
     def timed_explanation(self, key: str, compute: Callable[[], Any]) -> Any:
         """``compute()`` (maps, or a tuple of them) once per unit, its wall time recorded as ``explain_time[key]``."""

@@ -23,40 +23,78 @@ class Cost:
     allocator statistics). Work a model's units share (the grid selection of a grid metric, the
     predicted classes) is paid by the unit that runs first."""
 
-    model_calls: int = 0
+    model_calls: float = 0  # a pooled call is shared among its metrics by their inputs (bench.run.pool)
     model_inputs: int = 0
     peak_memory_mb: float = math.nan
 
 
-@contextlib.contextmanager
-def measuring(module: nn.Module, device: torch.device) -> Iterator[Cost]:
-    """Count ``module``'s forward calls and the peak memory on ``device`` inside the block."""
-    cost, depth = Cost(), [0]
+class Meter:
+    """Counts a module's outermost forward calls, and the inputs they carried, into whichever :class:`Cost` is its
+    ``target`` at the time (None: not counted): the runner points it at each metric in turn."""
 
-    def enter(*_: Any) -> None:
-        if depth[0] == 0:
-            cost.model_calls += 1
-        depth[0] += 1
+    def __init__(self) -> None:
+        self.target: Cost | None = None
+        self._depth = 0
 
-    def leave(_: nn.Module, args: tuple, output: Any) -> None:
-        depth[0] -= 1
-        if depth[0] == 0:
+    def enter(self, *_: Any) -> None:
+        if self._depth == 0 and self.target is not None:
+            self.target.model_calls += 1
+        self._depth += 1
+
+    def leave(self, _: nn.Module, args: tuple, output: Any) -> None:
+        self._depth -= 1
+        if self._depth == 0 and self.target is not None:
             out = output[0] if isinstance(output, tuple | list) and output else output
-            cost.model_inputs += int(out.shape[0]) if isinstance(out, torch.Tensor) and out.dim() else 1
+            self.target.model_inputs += int(out.shape[0]) if isinstance(out, torch.Tensor) and out.dim() else 1
+
+
+@contextlib.contextmanager
+def metering(module: nn.Module) -> Iterator[Meter]:
+    """A :class:`Meter` on ``module``'s calls inside the block (copies made inside it, such as a sanity check's
+    randomised model, carry its hooks and count too)."""
+    meter = Meter()
+
+    # plain functions, not the meter's bound methods: deepcopy keeps functions but would copy a method's meter
+    def enter(*args: Any) -> None:
+        meter.enter(*args)
+
+    def leave(*args: Any) -> None:
+        meter.leave(*args)
 
     hooks = []
     for m in module.modules():
         hooks.append(m.register_forward_pre_hook(enter))
         hooks.append(m.register_forward_hook(leave, always_call=True))
-    cuda = device.type == "cuda"
-    if cuda:
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
     try:
-        yield cost
+        yield meter
     finally:
         for hook in hooks:
             hook.remove()
-        if cuda:
-            torch.cuda.synchronize(device)
-            cost.peak_memory_mb = torch.cuda.max_memory_allocated(device) / 2**20
+
+
+def reset_peak(device: torch.device) -> None:
+    """Start a peak-memory window on ``device`` (CUDA; nothing elsewhere)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def read_peak(device: torch.device) -> float:
+    """The peak device memory in MiB since :func:`reset_peak` (NaN off CUDA)."""
+    if device.type != "cuda":
+        return math.nan
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) / 2**20
+
+
+@contextlib.contextmanager
+def measuring(module: nn.Module, device: torch.device) -> Iterator[Cost]:
+    """Count ``module``'s forward calls and the peak memory on ``device`` inside the block."""
+    cost = Cost()
+    with metering(module) as meter:
+        meter.target = cost
+        reset_peak(device)
+        try:
+            yield cost
+        finally:
+            cost.peak_memory_mb = read_peak(device)

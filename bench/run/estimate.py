@@ -27,6 +27,7 @@ from torch import nn
 
 from faithbench.attributions import AttributionMethod, UnsupportedMethodError
 from faithbench.bench.run.plan import Plan
+from faithbench.bench.run.pool import pooled_calls
 from faithbench.metrics.spec import MetricCost, Unit
 from faithbench.models import zoo
 from faithbench.models.adapter import POSITIONAL_EMBEDDING, ModelAdapter
@@ -114,7 +115,7 @@ def refusal(method: AttributionMethod, model: ModelAdapter, loaded: bool) -> str
 def _count(item: MetricCost, unit: Unit, per: int, share: bool) -> tuple[int, int]:
     """(model inputs, model calls) of one item on one piece: its explanations in chunks of ``explain_batch`` rows
     (``per`` inputs per distinct input), its own inputs in runs of ``eval_batch``."""
-    inputs, calls = item.inputs, item.passes * _ceil(_ceil(item.inputs, item.passes), unit.eval_batch)
+    inputs, calls = item.inputs, len(item.requests(unit.eval_batch))
     rows, b, r = item.explanations // item.passes, unit.explain_batch, item.repeats
     for start in range(0, rows, b):
         end = min(start + b, rows)
@@ -122,10 +123,6 @@ def _count(item: MetricCost, unit: Unit, per: int, share: bool) -> tuple[int, in
         calls += item.passes * unit.method.model_calls(n, per, unit.max_batch)
         inputs += item.passes * n * per
     return inputs, calls
-
-
-def _ceil(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def _unit(steps: Plan, model: ModelAdapter, method: AttributionMethod, n_images: int, piece: int, shared: dict) -> Unit:
@@ -192,7 +189,7 @@ def _unit_cost(
     found: set[str] = {UNDECLARED} if declared is None else set()
     missing: set[str] = set()
     for piece in range(steps.suite.pieces):
-        unit, seen = _unit(steps, model, method, n_images, piece, shared), set()
+        unit, seen, pooled = _unit(steps, model, method, n_images, piece, shared), set(), []
         for metric, item in _items(steps, unit):
             if item is None:
                 missing.add(metric)
@@ -204,7 +201,11 @@ def _unit_cost(
                 model_work[(piece, item.key)] = counted
             elif item.key not in seen:
                 seen.add(item.key)
+                if item.pooled and steps.suite.pool_calls:  # its own calls are the pool's (below)
+                    pooled.append(item.requests(unit.eval_batch))
+                    counted = (counted[0], counted[1] - len(pooled[-1]))
                 inputs, calls = inputs + counted[0], calls + counted[1]
+        calls += pooled_calls(pooled, unit.eval_batch)
     return inputs, calls, found, missing
 
 

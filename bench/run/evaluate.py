@@ -6,15 +6,15 @@ signature (:mod:`faithbench.metrics.spec`). No metric is named here and no regis
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from faithbench.bench.run.counters import Cost, measuring
+from faithbench.bench.run.counters import Cost, metering
 from faithbench.bench.run.plan import MetricJob
+from faithbench.bench.run.pool import run_pooled
 from faithbench.bench.run.suite import Suite
 from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
 
@@ -65,34 +65,43 @@ def suite_unit(
         batch_size=suite.batch_size,
         device=device,
         max_batch=suite.max_batch,
+        pool_calls=suite.pool_calls,
         **state,
     )
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def evaluate_unit(unit: Unit, metrics: Sequence[MetricJob]) -> dict[str, dict[str, Any]]:
     """This piece's per-sample records of every metric in ``metrics`` (the plan's).
 
-    A metric's time excludes the explanations it triggered (shared, reported as explain time); its
-    model calls and peak memory include them (the first metric that needs an explanation pays for it).
+    With ``unit.pool_calls`` the metrics take turns and their perturbed inputs share model calls
+    (:mod:`faithbench.bench.run.pool`); otherwise each metric runs on its own, in order. A metric's time excludes the
+    explanations it triggered (shared, reported as explain time); its model calls and peak memory include them (the
+    first metric that needs an explanation pays for it).
     """
+    chosen = [
+        m
+        for m in metrics
+        if (m.spec.applies is None or m.spec.applies(unit) is None)  # e.g. no completeness gap without the claim
+        and (m.spec.ground_truth or not unit.method.capabilities.ground_truth)  # the oracle: ground-truth metrics
+    ]
+
+    def task(metric: MetricJob) -> Callable[[Callable[..., Any] | None], MetricResult]:
+        def evaluate(forward: Callable[..., Any] | None) -> MetricResult:
+            unit.fused = forward
+            return metric.spec.evaluate(unit, metric.config)
+
+        return evaluate
+
+    with metering(unit.model.module) as meter:
+        try:
+            explained = lambda: sum(unit.explain_time.values())  # noqa: E731
+            tasks = [task(m) for m in chosen]
+            done = run_pooled(unit.model.module, unit.eval_batch, unit.device, meter, explained, tasks, unit.pool_calls)
+        finally:
+            unit.fused = None
     records = {}
-    for metric in metrics:
-        name, spec = metric.name, metric.spec
-        if spec.applies is not None and spec.applies(unit) is not None:
-            continue  # e.g. a completeness gap for a method that claims no completeness: no row
-        if unit.method.capabilities.ground_truth and not spec.ground_truth:
-            continue  # the oracle has maps only where the metric has a ground truth
-        explained_before = sum(unit.explain_time.values())
-        with measuring(unit.model.module, unit.device) as cost:
-            start = time.perf_counter()
-            result = spec.evaluate(unit, metric.config)
-            _sync(unit.device)
-            spent = time.perf_counter() - start - (sum(unit.explain_time.values()) - explained_before)
+    for metric, (result, turn) in zip(chosen, done, strict=True):
         explain_s = unit.explanation_seconds(result.explained)
-        records[name] = to_record(spec, result, explain_s, max(spent, 0.0), cost)
+        metric_s = max(turn.seconds - turn.explain_seconds, 0.0)
+        records[metric.name] = to_record(metric.spec, result, explain_s, metric_s, turn.cost)
     return records

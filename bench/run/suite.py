@@ -37,6 +37,7 @@ SCALARS = {  # key: (type, smallest value or None)
     "n_samples": (int, 1),
     "batch_size": (int, 1),
     "max_batch": (int, 1),
+    "pool_calls": (bool, None),
     "store_maps": (bool, None),
     "pieces": (int, 1),
 }
@@ -64,6 +65,7 @@ class Suite:
     n_samples: int = 64
     batch_size: int = 64
     max_batch: int = 256  # inputs per model call, for every method and metric (not in the resume key: memory only)
+    pool_calls: bool = True  # a unit's metrics score their perturbed inputs in shared calls (not in the resume key)
     store_maps: bool = True  # keep every unit's maps for ``bench rescore`` (not in the resume key)
     pieces: int = 1  # each unit split into this many pieces that workers share (bench.store.pieces)
     configs: Mapping[str, Any] = field(default_factory=dict)

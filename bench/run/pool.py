@@ -1,0 +1,232 @@
+"""Pooled model calls: a unit's metrics take turns, and their perturbed inputs are scored together.
+
+Every removal metric asks the model about its own perturbed inputs, ``eval_batch`` at a time: on a GPU, where time
+goes with the number of calls rather than their size, seven such metrics of a unit cost seven calls where one would
+carry them all. So :func:`run_pooled` runs a unit's metric hooks as tasks that take turns (threads that hand over
+control: never two at once, so nothing they share is touched concurrently, and the order is fixed): each runs until it
+asks :attr:`Unit.forward <faithbench.metrics.spec.Unit.forward>` for scores, or returns. When every live task waits,
+their requests are joined in task order and scored in calls of at most ``cap`` inputs (requests with other shapes or
+side inputs in calls of their own); each task gets its rows back and runs on.
+
+A request is scored beside other metrics' inputs: the scores agree with separate calls to the last bits a model's
+batch composition moves (as another ``max_batch`` does). A pooled call's count, time and inputs are shared among the
+metrics whose inputs it carried, in proportion to them (``model_calls`` of a metric can be fractional; a unit's sum is
+its calls).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from faithbench.bench.run.counters import Cost, Meter, read_peak, reset_peak
+
+
+class _Cancelled(BaseException):
+    """Raised inside a waiting task when the pool stops (another task failed, or the run was interrupted)."""
+
+
+@dataclass
+class Turn:
+    """What one task cost: its own work (explanations, its code) and its share of the pooled calls."""
+
+    cost: Cost = field(default_factory=Cost)
+    seconds: float = 0.0  # wall time of its turns, and its share of the pooled calls'
+    explain_seconds: float = 0.0  # of which explanations (reported apart)
+
+
+@dataclass
+class _Task:
+    fn: Callable[[], Any]
+    turn: Turn = field(default_factory=Turn)
+    go: threading.Event = field(default_factory=threading.Event)
+    request: tuple[Tensor, dict[str, Tensor]] | None = None
+    reply: Tensor | None = None
+    result: Any = None
+    error: BaseException | None = None
+    done: bool = False
+
+
+class Pool:
+    """Runs tasks in turns and their model requests in pooled calls of ``module`` (at most ``cap`` inputs each)."""
+
+    def __init__(self, module: nn.Module, cap: int, device: torch.device, meter: Meter, explained: Callable[[], float]):
+        self.module, self.cap, self.device, self.meter, self.explained = module, cap, device, meter, explained
+        self._back = threading.Event()
+        self._tasks: dict[int, _Task] = {}  # by thread id
+        self._stopped = False
+
+    def forward(self, inputs: Tensor, **extra: Tensor) -> Tensor:
+        """Scores of ``inputs`` (no gradients), asked from inside a task: it waits for the pooled call."""
+        task = self._tasks.get(threading.get_ident())
+        if task is None:  # not a task's thread (a metric called outside the pool): a call of its own
+            with torch.no_grad():
+                return self.module(inputs, **extra)
+        self._hand_over(task, (inputs, extra))
+        reply, task.reply = task.reply, None
+        assert reply is not None
+        return reply
+
+    __call__ = forward
+
+    def wait(self) -> None:
+        """From inside a task: let the others take their turns (it waits for what another one computes)."""
+        task = self._tasks.get(threading.get_ident())
+        if task is None:
+            raise RuntimeError("Pool.wait() is for the pool's tasks")
+        self._hand_over(task, None)
+
+    def _hand_over(self, task: _Task, request: tuple[Tensor, dict[str, Tensor]] | None) -> None:
+        task.request = request
+        self._back.set()
+        task.go.wait()
+        task.go.clear()
+        if self._stopped:
+            raise _Cancelled
+
+    def run(self, fns: Sequence[Callable[[], Any]]) -> list[tuple[Any, Turn]]:
+        """Each of ``fns`` run to its end in turns; (its result, what it cost) in order. A task's error is raised
+        here, after the others are stopped."""
+        tasks, idle = [_Task(fn) for fn in fns], 0
+        try:
+            for task in tasks:
+                self._start(task)
+            while True:
+                for task in tasks:
+                    if task.error is not None:
+                        raise task.error
+                waiting = [t for t in tasks if not t.done]
+                if not waiting:
+                    return [(t.result, t.turn) for t in tasks]
+                asking = [t for t in waiting if t.request is not None]
+                idle = 0 if asking else idle + 1
+                if idle > 1:  # every task waits for what another computes, twice over: none of them can move
+                    raise RuntimeError("the metrics wait for each other's shared computations: none can go on")
+                self._score(asking)
+                for task in waiting:
+                    self._resume(task)
+        finally:
+            self._stop(tasks)
+
+    def _start(self, task: _Task) -> None:
+        def body() -> None:
+            task.go.wait()
+            task.go.clear()
+            try:
+                if self.device.type == "cuda":  # the current device is per thread
+                    torch.cuda.set_device(self.device)
+                if not self._stopped:
+                    task.result = task.fn()
+            except _Cancelled:
+                pass
+            except BaseException as exc:  # noqa: BLE001 - handed to the pool's caller
+                task.error = exc
+            finally:
+                task.done = True
+                self._back.set()
+
+        thread = threading.Thread(target=body, daemon=True, name="faithbench-metric")
+        thread.start()
+        assert thread.ident is not None
+        self._tasks[thread.ident] = task
+        self._resume(task)
+
+    def _resume(self, task: _Task) -> None:
+        """Let ``task`` run until it asks for scores or ends; its time, explanations and model calls are its own."""
+        self.meter.target = task.turn.cost
+        explained, start = self.explained(), time.perf_counter()
+        reset_peak(self.device)
+        self._back.clear()
+        task.go.set()
+        self._back.wait()
+        self._charge_peak([task])
+        task.turn.seconds += time.perf_counter() - start
+        task.turn.explain_seconds += self.explained() - explained
+        self.meter.target = None
+
+    def _score(self, waiting: list[_Task]) -> None:
+        """Every waiting request scored: those that fit together joined, in task order, in calls of ``cap``."""
+        groups: dict[tuple, list[_Task]] = {}
+        for task in waiting:
+            assert task.request is not None
+            x, extra = task.request
+            shape = tuple((k, v.shape[1:], v.dtype) for k, v in sorted(extra.items()))
+            groups.setdefault((x.shape[1:], x.dtype, x.device, shape), []).append(task)
+        for group in groups.values():
+            sizes = [len(t.request[0]) for t in group]  # type: ignore[index]
+            joined = torch.cat([t.request[0] for t in group])  # type: ignore[index]
+            keys = list(group[0].request[1])  # type: ignore[index]
+            extra = {k: torch.cat([t.request[1][k] for t in group]) for k in keys}  # type: ignore[index]
+            pooled, start = Cost(), time.perf_counter()
+            self.meter.target = pooled
+            reset_peak(self.device)
+            with torch.no_grad():
+                out = torch.cat([
+                    self.module(joined[s : s + self.cap], **{k: v[s : s + self.cap] for k, v in extra.items()})
+                    for s in range(0, len(joined), self.cap)
+                ])  # fmt: skip
+            self.meter.target = None
+            self._charge_peak(group)
+            spent, total = time.perf_counter() - start, max(sum(sizes), 1)
+            for task, part, size in zip(group, out.split(sizes), sizes, strict=True):
+                task.reply, task.request = part, None
+                task.turn.cost.model_calls += pooled.model_calls * size / total
+                task.turn.cost.model_inputs += size
+                task.turn.seconds += spent * size / total
+
+    def _charge_peak(self, tasks: list[_Task]) -> None:
+        peak = read_peak(self.device)
+        for task in tasks:
+            before = task.turn.cost.peak_memory_mb
+            task.turn.cost.peak_memory_mb = peak if before != before else max(before, peak)  # NaN: none yet
+
+    def _stop(self, tasks: list[_Task]) -> None:
+        """Wake every task still waiting so that it ends (:class:`_Cancelled`); after an error, wait for them."""
+        self.meter.target = None
+        self._stopped = True
+        for task in tasks:
+            if not task.done:
+                task.go.set()
+
+
+def run_pooled(
+    module: nn.Module,
+    cap: int,
+    device: torch.device,
+    meter: Meter,
+    explained: Callable[[], float],
+    fns: Sequence[Callable[[Callable[..., Tensor] | None], Any]],
+    pooled: bool = True,
+) -> list[tuple[Any, Turn]]:
+    """Each ``fn(forward)`` run with the pool (``pooled``: :meth:`Pool.forward`, :meth:`Pool.wait`) or with None (each
+    task on its own, in order, the model called directly); (its result, its :class:`Turn`) in order.
+    ``explained()``: the unit's explanation seconds so far."""
+    if pooled:
+        pool = Pool(module, cap, device, meter, explained)
+        return pool.run([lambda fn=fn: fn(pool) for fn in fns])
+    out = []
+    for fn in fns:
+        turn = Turn()
+        meter.target, before, start = turn.cost, explained(), time.perf_counter()
+        reset_peak(device)
+        try:
+            result = fn(None)
+            turn.cost.peak_memory_mb = read_peak(device)
+        finally:
+            meter.target = None
+        turn.seconds, turn.explain_seconds = time.perf_counter() - start, explained() - before
+        out.append((result, turn))
+    return out
+
+
+def pooled_calls(requests: Sequence[Sequence[int]], cap: int) -> int:
+    """The model calls of pooled tasks whose requests have these sizes, in order: round r joins every task's r-th
+    request and scores them in calls of ``cap`` (what :class:`Pool` does when their shapes agree)."""
+    rounds = max((len(r) for r in requests), default=0)
+    return sum(-(-sum(r[i] for r in requests if i < len(r)) // cap) for i in range(rounds))
