@@ -129,26 +129,28 @@ def pixel_flipping(
     r = k.numel()
     xs = frac.to(device=inputs.device, dtype=torch.float32)
 
-    def curve(scores: Tensor) -> CurveScores:
+    def pixel_ranks(scores: Tensor) -> Tensor:
         block_rank = feature_ranks(scores.reshape(b, -1)).reshape(b, nbh, nbw)
         s = block_size
-        pixel_rank = block_rank.repeat_interleave(s, dim=1).repeat_interleave(s, dim=2)[:, :h, :w]
-        values = probabilities_after_removal(
-            forward,
-            inputs,
-            pixel_rank,
-            targets,
-            job_sample=torch.arange(b, device=inputs.device).repeat_interleave(r),
-            job_k=k.repeat(b),
-            job_keep_top=torch.zeros(b * r, dtype=torch.bool, device=inputs.device),
-            baseline=baseline,
-            activation=activation,
-            chunk_size=chunk_size,
-            fill=fill,
-        ).reshape(b, r)
-        return _scores(values, xs, undefined)
+        return block_rank.repeat_interleave(s, dim=1).repeat_interleave(s, dim=2)[:, :h, :w]
 
-    morf, lerf = curve(blocks), curve(-blocks)
+    # MoRF and LeRF in one run of jobs (one set of model calls): samples 0..b-1 in MoRF order, b..2b-1 in LeRF's
+    base = torch.as_tensor(baseline, dtype=inputs.dtype, device=inputs.device)
+    per_sample = base.dim() == inputs.dim() and base.shape == inputs.shape
+    values = probabilities_after_removal(
+        forward,
+        inputs.repeat(2, *[1] * (inputs.dim() - 1)),
+        torch.cat([pixel_ranks(blocks), pixel_ranks(-blocks)]),
+        targets.repeat(2),
+        job_sample=torch.arange(2 * b, device=inputs.device).repeat_interleave(r),
+        job_k=k.repeat(2 * b),
+        job_keep_top=torch.zeros(2 * b * r, dtype=torch.bool, device=inputs.device),
+        baseline=base.repeat(2, *[1] * (base.dim() - 1)) if per_sample else baseline,
+        activation=activation,
+        chunk_size=chunk_size,
+        fill=None if fill is None else lambda jobs, removed: fill(jobs % b, removed),
+    ).reshape(2, b, r)
+    morf, lerf = _scores(values[0], xs, undefined), _scores(values[1], xs, undefined)
     return FlippingScores(morf=morf, lerf=lerf, srg=_scores(lerf.curve - morf.curve, xs, undefined))
 
 
@@ -271,7 +273,7 @@ def cost(unit: Unit, cfg: FlippingConfig) -> tuple[MetricCost, ...]:
     n = len(unit.take(len(unit.sample_ids)))
     return (
         *sample_maps_cost(unit),
-        MetricCost(("flipping", cfg), inputs=2 * n * len(cfg.fractions), passes=2, pooled=True),
+        MetricCost(("flipping", cfg), inputs=2 * n * len(cfg.fractions), pooled=True),
     )
 
 

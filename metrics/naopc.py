@@ -77,16 +77,19 @@ def aopc_orders(
     b, t = feature_mask.shape
     p = Removal(forward, inputs, targets.to(inputs.device), baseline, activation, chunk_size, features)
     everyone = torch.arange(b, device=inputs.device)
-    p0 = p(everyone, torch.zeros_like(feature_mask))
     n = feature_mask.sum(dim=1)
-    out = []
+    steps = torch.arange(t, device=inputs.device)
+    job = (steps.view(1, -1) < n.view(-1, 1)).nonzero()  # (J, 2): sample, k - 1
+    removed = [torch.zeros_like(feature_mask)]  # the originals, then each order's first k (one run of model calls)
     for scores in (attributions, -attributions):
         ranks = feature_ranks(scores.reshape(b, t).float(), feature_mask)  # 0 = removed first; non-features: n..
-        steps = torch.arange(t, device=inputs.device)
-        job = (steps.view(1, -1) < n.view(-1, 1)).nonzero()  # (J, 2): sample, k - 1
-        removed = ranks[job[:, 0]] <= job[:, 1:2]  # the first k of the order
+        removed.append(ranks[job[:, 0]] <= job[:, 1:2])
+    probs = p(torch.cat([everyone, job[:, 0], job[:, 0]]), torch.cat(removed))
+    p0, orders = probs[:b], probs[b:].view(2, len(job))
+    out = []
+    for after in orders:
         drop = torch.zeros(b, t, dtype=torch.float64, device=inputs.device)
-        drop[job[:, 0], job[:, 1]] = p0[job[:, 0]] - p(job[:, 0], removed)
+        drop[job[:, 0], job[:, 1]] = p0[job[:, 0]] - after
         out.append(drop.sum(dim=1) / n.double())
     return out[0], out[1]
 
@@ -225,7 +228,7 @@ def cost(unit: Unit, cfg: NaopcConfig) -> tuple[MetricCost, ...]:
     note = "text: counted at the longest input (every position a token)" if text else ""
     return (
         *sample_maps_cost(unit, cfg.target),
-        MetricCost(("naopc", cfg), inputs=m * (1 + 2 * n), note=note, pooled=True, runs=(m, m * n, m * n)),
+        MetricCost(("naopc", cfg), inputs=m * (1 + 2 * n), note=note, pooled=True),
         MetricCost(("naopc_bounds", cfg), inputs=m * (1 + bounds), scope="model", note=note),
     )
 

@@ -43,8 +43,7 @@ class MetricCost:
     computation, counted once per ``scope``: ``unit`` (per unit and piece) or ``model`` (shared by a model's units:
     once per model and piece). ``note``: why the count is an estimate ("" where it is exact). ``pooled``: its
     inputs go through :attr:`Unit.forward`, so a suite run scores them with the unit's other pooled inputs (the
-    estimate pools them as the runner does); ``runs``: the sizes of its consecutive runs of inputs, each in calls of
-    ``eval_batch``, where they are not ``passes`` equal ones."""
+    estimate pools them as the runner does)."""
 
     key: Hashable
     explanations: int = 0
@@ -54,11 +53,10 @@ class MetricCost:
     scope: str = "unit"
     note: str = ""
     pooled: bool = False
-    runs: tuple[int, ...] = ()
 
     def requests(self, eval_batch: int) -> list[int]:
         """The sizes of the model calls its own inputs make on their own, in order."""
-        runs = self.runs or ((-(-self.inputs // self.passes),) * self.passes if self.inputs else ())
+        runs = (-(-self.inputs // self.passes),) * self.passes if self.inputs else ()
         return [min(eval_batch, r - s) for r in runs for s in range(0, r, eval_batch)]
 
 
