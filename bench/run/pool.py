@@ -2,11 +2,12 @@
 
 Every removal metric asks the model about its own perturbed inputs, ``eval_batch`` at a time: on a GPU, where time
 goes with the number of calls rather than their size, seven such metrics of a unit cost seven calls where one would
-carry them all. So :func:`run_pooled` runs a unit's metric hooks as tasks that take turns (threads that hand over
-control: never two at once, so nothing they share is touched concurrently, and the order is fixed): each runs until it
-asks :attr:`Unit.forward <faithbench.metrics.spec.Unit.forward>` for scores, or returns. When every live task waits,
-their requests are joined in task order and scored in calls of at most ``cap`` inputs (requests with other shapes or
-side inputs in calls of their own); each task gets its rows back and runs on.
+carry them all. So :func:`run_pooled` runs a unit's metric hooks as tasks that take turns: greenlets, coroutines on the
+caller's thread (never two at once, nothing they share touched concurrently, the order fixed, and the kernels on the
+thread and thread pool they always use: measured, the same IG in a second OS thread took twice as long on 2 cores).
+Each runs until it asks :attr:`Unit.forward <faithbench.metrics.spec.Unit.forward>` for scores, or returns. When
+every live task waits, their requests are joined in task order and scored in calls of at most ``cap`` inputs
+(requests with other shapes or side inputs in calls of their own); each task gets its rows back and runs on.
 
 A request is scored beside other metrics' inputs: the scores agree with separate calls to the last bits a model's
 batch composition moves (as another ``max_batch`` does). A pooled call's count, time and inputs are shared among the
@@ -16,20 +17,20 @@ its calls).
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from greenlet import greenlet
 from torch import Tensor, nn
 
 from faithbench.bench.run.counters import Cost, Meter, read_peak, reset_peak
 
 
 class _Cancelled(BaseException):
-    """Raised inside a waiting task when the pool stops (another task failed, or the run was interrupted)."""
+    """Thrown into a waiting task when the pool stops (another task failed, or the run was interrupted)."""
 
 
 @dataclass
@@ -44,12 +45,11 @@ class Turn:
 @dataclass
 class _Task:
     fn: Callable[[], Any]
+    glet: greenlet | None = None
     turn: Turn = field(default_factory=Turn)
-    go: threading.Event = field(default_factory=threading.Event)
     request: tuple[Tensor, dict[str, Tensor]] | None = None
     reply: Tensor | None = None
     result: Any = None
-    error: BaseException | None = None
     done: bool = False
 
 
@@ -58,14 +58,13 @@ class Pool:
 
     def __init__(self, module: nn.Module, cap: int, device: torch.device, meter: Meter, explained: Callable[[], float]):
         self.module, self.cap, self.device, self.meter, self.explained = module, cap, device, meter, explained
-        self._back = threading.Event()
-        self._tasks: dict[int, _Task] = {}  # by thread id
-        self._stopped = False
+        self._tasks: dict[greenlet, _Task] = {}
+        self._scheduler: greenlet | None = None
 
     def forward(self, inputs: Tensor, **extra: Tensor) -> Tensor:
         """Scores of ``inputs`` (no gradients), asked from inside a task: it waits for the pooled call."""
-        task = self._tasks.get(threading.get_ident())
-        if task is None:  # not a task's thread (a metric called outside the pool): a call of its own
+        task = self._tasks.get(greenlet.getcurrent())
+        if task is None:  # not one of the pool's tasks (a metric called outside it): a call of its own
             with torch.no_grad():
                 return self.module(inputs, **extra)
         self._hand_over(task, (inputs, extra))
@@ -77,30 +76,29 @@ class Pool:
 
     def wait(self) -> None:
         """From inside a task: let the others take their turns (it waits for what another one computes)."""
-        task = self._tasks.get(threading.get_ident())
+        task = self._tasks.get(greenlet.getcurrent())
         if task is None:
             raise RuntimeError("Pool.wait() is for the pool's tasks")
         self._hand_over(task, None)
 
     def _hand_over(self, task: _Task, request: tuple[Tensor, dict[str, Tensor]] | None) -> None:
-        task.request = request
-        self._back.set()
-        task.go.wait()
-        task.go.clear()
-        if self._stopped:
-            raise _Cancelled
+        # The tasks share one thread and so its autograd mode: each keeps its own across the switch.
+        task.request, grad = request, torch.is_grad_enabled()
+        assert self._scheduler is not None
+        self._scheduler.switch()
+        torch.set_grad_enabled(grad)
 
     def run(self, fns: Sequence[Callable[[], Any]]) -> list[tuple[Any, Turn]]:
         """Each of ``fns`` run to its end in turns; (its result, what it cost) in order. A task's error is raised
         here, after the others are stopped."""
+        self._scheduler, grad = greenlet.getcurrent(), torch.is_grad_enabled()
         tasks, idle = [_Task(fn) for fn in fns], 0
         try:
             for task in tasks:
-                self._start(task)
+                task.glet = greenlet(self._body(task, grad))
+                self._tasks[task.glet] = task
+                self._resume(task)
             while True:
-                for task in tasks:
-                    if task.error is not None:
-                        raise task.error
                 waiting = [t for t in tasks if not t.done]
                 if not waiting:
                     return [(t.result, t.turn) for t in tasks]
@@ -113,42 +111,31 @@ class Pool:
                     self._resume(task)
         finally:
             self._stop(tasks)
+            torch.set_grad_enabled(grad)
 
-    def _start(self, task: _Task) -> None:
+    def _body(self, task: _Task, grad: bool) -> Callable[[], None]:
         def body() -> None:
-            task.go.wait()
-            task.go.clear()
-            try:
-                if self.device.type == "cuda":  # the current device is per thread
-                    torch.cuda.set_device(self.device)
-                if not self._stopped:
-                    task.result = task.fn()
-            except _Cancelled:
-                pass
-            except BaseException as exc:  # noqa: BLE001 - handed to the pool's caller
-                task.error = exc
-            finally:
-                task.done = True
-                self._back.set()
+            torch.set_grad_enabled(grad)  # the caller's mode, whatever the task before left
+            task.result = task.fn()
+            task.done = True
 
-        thread = threading.Thread(target=body, daemon=True, name="faithbench-metric")
-        thread.start()
-        assert thread.ident is not None
-        self._tasks[thread.ident] = task
-        self._resume(task)
+        return body
 
     def _resume(self, task: _Task) -> None:
-        """Let ``task`` run until it asks for scores or ends; its time, explanations and model calls are its own."""
+        """Let ``task`` run until it asks for scores or ends (its error raised here); its time, explanations and
+        model calls are its own."""
+        assert task.glet is not None
         self.meter.target = task.turn.cost
         explained, start = self.explained(), time.perf_counter()
         reset_peak(self.device)
-        self._back.clear()
-        task.go.set()
-        self._back.wait()
-        self._charge_peak([task])
-        task.turn.seconds += time.perf_counter() - start
-        task.turn.explain_seconds += self.explained() - explained
-        self.meter.target = None
+        try:
+            task.glet.switch()
+        finally:
+            self.meter.target = None
+            task.done = task.done or task.glet.dead
+            self._charge_peak([task])
+            task.turn.seconds += time.perf_counter() - start
+            task.turn.explain_seconds += self.explained() - explained
 
     def _score(self, waiting: list[_Task]) -> None:
         """Every waiting request scored: those that fit together joined, in task order, in calls of ``cap``."""
@@ -187,12 +174,14 @@ class Pool:
             task.turn.cost.peak_memory_mb = peak if before != before else max(before, peak)  # NaN: none yet
 
     def _stop(self, tasks: list[_Task]) -> None:
-        """Wake every task still waiting so that it ends (:class:`_Cancelled`); after an error, wait for them."""
+        """End every task still waiting (:class:`_Cancelled` thrown in at its switch)."""
         self.meter.target = None
-        self._stopped = True
         for task in tasks:
-            if not task.done:
-                task.go.set()
+            if task.glet is not None and task.glet and not task.glet.dead:
+                try:
+                    task.glet.throw(_Cancelled())
+                except _Cancelled:
+                    pass
 
 
 def run_pooled(

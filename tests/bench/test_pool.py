@@ -74,24 +74,43 @@ def test_requests_of_other_shapes_are_called_apart_and_the_cap_holds():
 
 
 def test_a_failing_task_stops_the_others_and_raises():
-    model, seen = Sizes(), []
+    model, seen, ended = Sizes(), [], []
 
     def fails(forward):
         forward(torch.rand(2, 3))
         raise ValueError("bad metric")
 
     def long(forward):
-        for _ in range(5):
-            seen.append(forward(torch.rand(2, 3)))
+        try:
+            for _ in range(5):
+                seen.append(forward(torch.rand(2, 3)))
+        finally:
+            ended.append(True)
 
-    before = threading.active_count()
     with pytest.raises(ValueError, match="bad metric"):
         _run(model, [long, fails], pooled=True)
-    assert len(seen) == 1  # it got its first reply, then was stopped at its second request
-    for thread in threading.enumerate():
-        if thread.name == "faithbench-metric":
-            thread.join(timeout=5)
-    assert threading.active_count() <= before
+    assert len(seen) == 1 and ended == [True]  # its first reply, then stopped at its second request
+
+
+def test_tasks_keep_their_autograd_mode_and_the_callers_thread():
+    model, modes, threads = Sizes(), [], set()
+
+    def scoring(forward):
+        with torch.no_grad():
+            forward(torch.rand(2, 3))  # hands over its turn inside no_grad
+            modes.append(("scoring", torch.is_grad_enabled()))
+
+    def explaining(forward):
+        threads.add(threading.get_ident())
+        modes.append(("explaining", torch.is_grad_enabled()))  # runs while the other waits inside no_grad
+        x = torch.rand(2, 3, requires_grad=True)
+        model(x).sum().backward()
+        forward(torch.rand(2, 3))
+        return x.grad is not None
+
+    done = _run(model, [scoring, explaining], pooled=True)
+    assert done[1][0] and modes == [("explaining", True), ("scoring", False)]
+    assert threads == {threading.get_ident()} and torch.is_grad_enabled()
 
 
 def test_tasks_that_only_wait_for_each_other_are_refused():
