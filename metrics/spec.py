@@ -224,7 +224,7 @@ class Unit:
         """``cache[key]``, computed once. Pooled metrics take turns (:attr:`forward`): one may be computing it while
         another asks, which then waits its turns until it is there."""
         while busy in self._computing:
-            self._wait_turn()
+            self.fused.wait()  # type: ignore[union-attr]  # only pooled metrics compute side by side
         if key not in cache:
             self._computing.add(busy)
             try:
@@ -232,12 +232,6 @@ class Unit:
             finally:
                 self._computing.discard(busy)
         return cache[key]
-
-    def _wait_turn(self) -> None:
-        wait = getattr(self.fused, "wait", None)
-        if wait is None:
-            raise RuntimeError("a shared computation is still running, and no other metric runs beside this one")
-        wait()
 
     def timed_explanation(self, key: str, compute: Callable[[], Any]) -> Any:
         """``compute()`` (maps, or a tuple of them) once per unit, its wall time recorded as ``explain_time[key]``."""

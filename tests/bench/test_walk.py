@@ -75,6 +75,8 @@ def test_a_job_enters_no_registry_and_no_suite_lookup(tmp_path, monkeypatch):
             "bench/run/work.py",  # the worker's own state (entered back from the writer's callbacks)
             "bench/run/runner.py",  # the writer and the progress, told of each finished unit
             "bench/run/evaluate.py",
+            "bench/run/pool.py",  # the metrics' turns and their pooled model calls
+            "bench/run/counters.py",  # the meter of the model's calls
             "bench/run/fingerprints.py",  # the identical-maps check's fingerprint of the unit
             "bench/store/identity.py",
             "bench/store/examples.py",
