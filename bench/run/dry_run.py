@@ -101,7 +101,9 @@ def _summary(suite: Suite, cost: Estimate) -> str:
         f"≈ {inputs:,} model inputs in all: an estimate of the images through the models (a backward pass counted "
         f"with its forward; {each:,} of them shared by a model's units, {before:,} choosing items for every model "
         f"before any unit), not of model calls, which follow from the batch sizes: ≈ {calls:,} calls at batch_size "
-        f"{suite.batch_size} and max_batch {suite.max_batch}. Per unit above: - the model refuses the method; ? it "
+        f"{suite.batch_size} and max_batch {suite.max_batch}"
+        f"{', the removal metrics pooled' if suite.pool_calls else ', every metric on its own (pool_calls false)'}. "
+        "Per unit above: - the model refuses the method; ? it "
         "may refuse it when it loads (its rules need layers the model may lack); ~ an estimate:"
     )
 
