@@ -99,6 +99,7 @@ def evaluate_unit(unit: Unit, metrics: Sequence[MetricJob]) -> dict[str, dict[st
             done = run_pooled(unit.model.module, unit.eval_batch, unit.device, meter, explained, tasks, unit.pool_calls)
         finally:
             unit.fused = None
+            unit._computing.clear()  # a stopped metric's half-done shared computation: recomputed if asked again
     records = {}
     for metric, (result, turn) in zip(chosen, done, strict=True):
         explain_s = unit.explanation_seconds(result.explained)

@@ -18,7 +18,7 @@ its calls).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,8 +110,10 @@ class Pool:
                 for task in waiting:
                     self._resume(task)
         finally:
-            self._stop(tasks)
-            torch.set_grad_enabled(grad)
+            try:
+                self._stop(tasks)
+            finally:
+                torch.set_grad_enabled(grad)
 
     def _body(self, task: _Task, grad: bool) -> Callable[[], None]:
         def body() -> None:
@@ -146,23 +148,19 @@ class Pool:
             shape = tuple((k, v.shape[1:], v.dtype) for k, v in sorted(extra.items()))
             groups.setdefault((x.shape[1:], x.dtype, x.device, shape), []).append(task)
         for group in groups.values():
-            sizes = [len(t.request[0]) for t in group]  # type: ignore[index]
-            joined = torch.cat([t.request[0] for t in group])  # type: ignore[index]
-            keys = list(group[0].request[1])  # type: ignore[index]
-            extra = {k: torch.cat([t.request[1][k] for t in group]) for k in keys}  # type: ignore[index]
+            requests = [t.request for t in group]
+            sizes = [len(x) for x, _ in requests]  # type: ignore[misc]
             pooled, start = Cost(), time.perf_counter()
             self.meter.target = pooled
             reset_peak(self.device)
             with torch.no_grad():
-                out = torch.cat([
-                    self.module(joined[s : s + self.cap], **{k: v[s : s + self.cap] for k, v in extra.items()})
-                    for s in range(0, len(joined), self.cap)
-                ])  # fmt: skip
+                parts = [self.module(x, **extra) for x, extra in _calls(requests, self.cap)]  # type: ignore[arg-type]
             self.meter.target = None
             self._charge_peak(group)
+            out = torch.cat(parts)
             spent, total = time.perf_counter() - start, max(sum(sizes), 1)
-            for task, part, size in zip(group, out.split(sizes), sizes, strict=True):
-                task.reply, task.request = part, None
+            for task, begin, size in zip(group, _starts(sizes), sizes, strict=True):
+                task.reply, task.request = out[begin : begin + size], None
                 task.turn.cost.model_calls += pooled.model_calls * size / total
                 task.turn.cost.model_inputs += size
                 task.turn.seconds += spent * size / total
@@ -174,14 +172,46 @@ class Pool:
             task.turn.cost.peak_memory_mb = peak if before != before else max(before, peak)  # NaN: none yet
 
     def _stop(self, tasks: list[_Task]) -> None:
-        """End every task still waiting (:class:`_Cancelled` thrown in at its switch)."""
+        """End every task still waiting (:class:`_Cancelled` thrown in at its switch); whatever their ends raise,
+        the error that stopped the pool is the one its caller sees."""
         self.meter.target = None
         for task in tasks:
-            if task.glet is not None and task.glet and not task.glet.dead:
+            if task.glet is not None and not task.glet.dead:
                 try:
                     task.glet.throw(_Cancelled())
-                except _Cancelled:
+                except BaseException:  # noqa: BLE001, S110 - the pool's own error (or its end) is what is raised
                     pass
+
+
+def _starts(sizes: list[int]) -> list[int]:
+    return [sum(sizes[:i]) for i in range(len(sizes))]
+
+
+def _calls(requests: list, cap: int) -> Iterator[tuple[Tensor, dict[str, Tensor]]]:
+    """The requests, joined in order, cut into calls of at most ``cap`` rows, one at a time: each copies only its own
+    rows (the round's requests are never joined whole). Requests without rows: one call of the first (empty)."""
+    if not any(len(x) for x, _ in requests):
+        yield requests[0]
+        return
+    rows, extras, room = [], [], cap
+    for x, extra in requests:
+        at = 0
+        while at < len(x):
+            take = min(room, len(x) - at)
+            rows.append(x[at : at + take])
+            extras.append({k: v[at : at + take] for k, v in extra.items()})
+            at, room = at + take, room - take
+            if room == 0:
+                yield _joined(rows, extras)
+                rows, extras, room = [], [], cap
+    if rows:
+        yield _joined(rows, extras)
+
+
+def _joined(rows: list[Tensor], extras: list[dict[str, Tensor]]) -> tuple[Tensor, dict[str, Tensor]]:
+    if len(rows) == 1:
+        return rows[0], extras[0]
+    return torch.cat(rows), {k: torch.cat([e[k] for e in extras]) for k in extras[0]}
 
 
 def run_pooled(

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from faithbench.bench.run.counters import Meter, metering
-from faithbench.bench.run.pool import Pool, pooled_calls, run_pooled
+from faithbench.bench.run.pool import Pool, _calls, pooled_calls, run_pooled
 
 
 class Sizes(nn.Module):
@@ -122,3 +122,14 @@ def test_tasks_that_only_wait_for_each_other_are_refused():
 
     with pytest.raises(RuntimeError, match="wait for each other"):
         pool.run([waits_forever, waits_forever])
+
+
+def test_calls_are_cut_one_at_a_time_and_empty_requests_still_reach_the_model():
+    requests = [(torch.rand(3, 3), {}), (torch.rand(4, 3), {}), (torch.rand(0, 3), {})]
+    calls = _calls(requests, 5)
+    first = next(calls)  # built before the next one is: a round is never joined whole
+    assert len(first[0]) == 5 and torch.equal(first[0], torch.cat([requests[0][0], requests[1][0][:2]]))
+    assert [len(x) for x, _ in calls] == [2]
+    model = Sizes()
+    done = _run(model, [lambda f: f(torch.rand(0, 3)), lambda f: f(torch.rand(0, 3))], pooled=True)
+    assert model.sizes == [0] and [r.shape for r, _ in done] == [(0, 2), (0, 2)]
