@@ -94,9 +94,15 @@ def evaluate_unit(unit: Unit, metrics: Sequence[MetricJob]) -> dict[str, dict[st
 
     with metering(unit.model.module) as meter:
         try:
-            explained = lambda: sum(unit.explain_time.values())  # noqa: E731
-            tasks = [task(m) for m in chosen]
-            done = run_pooled(unit.model.module, unit.eval_batch, unit.device, meter, explained, tasks, unit.pool_calls)
+            done = run_pooled(
+                unit.model.module,
+                unit.eval_batch,
+                unit.device,
+                meter,
+                lambda: sum(unit.explain_time.values()),
+                [task(m) for m in chosen],
+                unit.pool_calls,
+            )
         finally:
             unit.fused = None
             unit._computing.clear()  # a stopped metric's half-done shared computation: recomputed if asked again

@@ -17,6 +17,7 @@ its calls).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,25 @@ class Turn:
     seconds: float = 0.0  # wall time of its turns, and its share of the pooled calls'
     explain_seconds: float = 0.0  # of which explanations (reported apart)
 
+    def charge_peak(self, peak: float) -> None:
+        before = self.cost.peak_memory_mb
+        self.cost.peak_memory_mb = peak if before != before else max(before, peak)  # NaN: none yet
+
+
+@contextlib.contextmanager
+def charging(turn: Turn, meter: Meter, device: torch.device, explained: Callable[[], float]) -> Iterator[None]:
+    """Charge what the block does to ``turn``: the model calls the meter counts, its peak memory, its wall time and,
+    of that, the unit's explanation seconds (``explained()``) it added."""
+    meter.target, before, start = turn.cost, explained(), time.perf_counter()
+    reset_peak(device)
+    try:
+        yield
+    finally:
+        meter.target = None
+        turn.charge_peak(read_peak(device))
+        turn.seconds += time.perf_counter() - start
+        turn.explain_seconds += explained() - before
+
 
 @dataclass
 class _Task:
@@ -50,7 +70,10 @@ class _Task:
     request: tuple[Tensor, dict[str, Tensor]] | None = None
     reply: Tensor | None = None
     result: Any = None
-    done: bool = False
+
+    @property
+    def done(self) -> bool:
+        return self.glet is not None and self.glet.dead
 
 
 class Pool:
@@ -63,11 +86,7 @@ class Pool:
 
     def forward(self, inputs: Tensor, **extra: Tensor) -> Tensor:
         """Scores of ``inputs`` (no gradients), asked from inside a task: it waits for the pooled call."""
-        task = self._tasks.get(greenlet.getcurrent())
-        if task is None:  # not one of the pool's tasks (a metric called outside it): a call of its own
-            with torch.no_grad():
-                return self.module(inputs, **extra)
-        self._hand_over(task, (inputs, extra))
+        task = self._hand_over((inputs, extra))
         reply, task.reply = task.reply, None
         assert reply is not None
         return reply
@@ -76,17 +95,18 @@ class Pool:
 
     def wait(self) -> None:
         """From inside a task: let the others take their turns (it waits for what another one computes)."""
+        self._hand_over(None)
+
+    def _hand_over(self, request: tuple[Tensor, dict[str, Tensor]] | None) -> _Task:
         task = self._tasks.get(greenlet.getcurrent())
         if task is None:
-            raise RuntimeError("Pool.wait() is for the pool's tasks")
-        self._hand_over(task, None)
-
-    def _hand_over(self, task: _Task, request: tuple[Tensor, dict[str, Tensor]] | None) -> None:
+            raise RuntimeError("the pool's forward and wait are for its tasks (the metrics it runs)")
         # The tasks share one thread and so its autograd mode: each keeps its own across the switch.
         task.request, grad = request, torch.is_grad_enabled()
         assert self._scheduler is not None
         self._scheduler.switch()
         torch.set_grad_enabled(grad)
+        return task
 
     def run(self, fns: Sequence[Callable[[], Any]]) -> list[tuple[Any, Turn]]:
         """Each of ``fns`` run to its end in turns; (its result, what it cost) in order. A task's error is raised
@@ -119,7 +139,6 @@ class Pool:
         def body() -> None:
             torch.set_grad_enabled(grad)  # the caller's mode, whatever the task before left
             task.result = task.fn()
-            task.done = True
 
         return body
 
@@ -127,17 +146,8 @@ class Pool:
         """Let ``task`` run until it asks for scores or ends (its error raised here); its time, explanations and
         model calls are its own."""
         assert task.glet is not None
-        self.meter.target = task.turn.cost
-        explained, start = self.explained(), time.perf_counter()
-        reset_peak(self.device)
-        try:
+        with charging(task.turn, self.meter, self.device, self.explained):
             task.glet.switch()
-        finally:
-            self.meter.target = None
-            task.done = task.done or task.glet.dead
-            self._charge_peak([task])
-            task.turn.seconds += time.perf_counter() - start
-            task.turn.explain_seconds += self.explained() - explained
 
     def _score(self, waiting: list[_Task]) -> None:
         """Every waiting request scored: those that fit together joined, in task order, in calls of ``cap``."""
@@ -150,41 +160,27 @@ class Pool:
         for group in groups.values():
             requests = [t.request for t in group]
             sizes = [len(x) for x, _ in requests]  # type: ignore[misc]
-            pooled, start = Cost(), time.perf_counter()
-            self.meter.target = pooled
-            reset_peak(self.device)
-            with torch.no_grad():
+            pooled = Turn()  # shared by its tasks in proportion to their rows
+            with charging(pooled, self.meter, self.device, lambda: 0.0), torch.no_grad():
                 parts = [self.module(x, **extra) for x, extra in _calls(requests, self.cap)]  # type: ignore[arg-type]
-            self.meter.target = None
-            self._charge_peak(group)
-            out = torch.cat(parts)
-            spent, total = time.perf_counter() - start, max(sum(sizes), 1)
-            for task, begin, size in zip(group, _starts(sizes), sizes, strict=True):
-                task.reply, task.request = out[begin : begin + size], None
-                task.turn.cost.model_calls += pooled.model_calls * size / total
+            total = max(sum(sizes), 1)
+            for task, part, size in zip(group, torch.cat(parts).split(sizes), sizes, strict=True):
+                task.reply, task.request = part, None
+                task.turn.charge_peak(pooled.cost.peak_memory_mb)
+                task.turn.cost.model_calls += pooled.cost.model_calls * size / total
                 task.turn.cost.model_inputs += size
-                task.turn.seconds += spent * size / total
-
-    def _charge_peak(self, tasks: list[_Task]) -> None:
-        peak = read_peak(self.device)
-        for task in tasks:
-            before = task.turn.cost.peak_memory_mb
-            task.turn.cost.peak_memory_mb = peak if before != before else max(before, peak)  # NaN: none yet
+                task.turn.seconds += pooled.seconds * size / total
 
     def _stop(self, tasks: list[_Task]) -> None:
         """End every task still waiting (:class:`_Cancelled` thrown in at its switch); whatever their ends raise,
         the error that stopped the pool is the one its caller sees."""
         self.meter.target = None
         for task in tasks:
-            if task.glet is not None and not task.glet.dead:
+            if task.glet is not None and not task.done:
                 try:
                     task.glet.throw(_Cancelled())
                 except BaseException:  # noqa: BLE001, S110 - the pool's own error (or its end) is what is raised
                     pass
-
-
-def _starts(sizes: list[int]) -> list[int]:
-    return [sum(sizes[:i]) for i in range(len(sizes))]
 
 
 def _calls(requests: list, cap: int) -> Iterator[tuple[Tensor, dict[str, Tensor]]]:
@@ -232,15 +228,8 @@ def run_pooled(
     out = []
     for fn in fns:
         turn = Turn()
-        meter.target, before, start = turn.cost, explained(), time.perf_counter()
-        reset_peak(device)
-        try:
-            result = fn(None)
-            turn.cost.peak_memory_mb = read_peak(device)
-        finally:
-            meter.target = None
-        turn.seconds, turn.explain_seconds = time.perf_counter() - start, explained() - before
-        out.append((result, turn))
+        with charging(turn, meter, device, explained):
+            out.append((fn(None), turn))
     return out
 
 
