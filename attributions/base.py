@@ -32,6 +32,7 @@ from faithbench.models.adapter import ModelAdapter
 
 CANCELLED_EPS = 100  # channel_sum: a map at most this many epsilons of its channels' magnitude is zero
 DEFAULT_MAX_BATCH = 256  # inputs per model call unless the caller bounds it (suite key / --max-batch)
+AUTO = "auto"  # a parameter's value chosen from the call's max_batch (a parameter whose default is auto, or a number)
 _MAX_BATCH: contextvars.ContextVar[int] = contextvars.ContextVar("max_batch", default=DEFAULT_MAX_BATCH)
 
 
@@ -117,7 +118,10 @@ class AttributionMethod:
             raise ParameterError(f"method {self.name!r} has no parameter(s) {', '.join(unknown)}; valid: {valid}")
         for key, value in params.items():
             where = f"method {self.name!r} parameter {key}"
-            params[key] = check_type(value, self.defaults[key], where)
+            default, number = self.defaults[key], isinstance(value, int) and not isinstance(value, bool)
+            if default == AUTO and key not in self.choices and not (number or value == AUTO):  # auto or a number
+                raise ParameterError(f"{where} must be {AUTO!r} or an integer >= 1, got {value!r}")
+            params[key] = check_type(value, 1 if default == AUTO and number else default, where)
             if key in self.choices and params[key] not in self.choices[key]:
                 raise ParameterError(f"{where} must be one of {', '.join(map(repr, self.choices[key]))}, got {value!r}")
             if isinstance(params[key], int) and not isinstance(params[key], bool) and params[key] < (key != "seed"):

@@ -9,7 +9,15 @@ import torch
 from captum.attr._utils.approximation_methods import approximation_parameters
 from torch import Tensor
 
-from faithbench.attributions.base import AttributionMethod, Capabilities, cancelling_sum, module_by_name, one_pass
+from faithbench.attributions.base import (
+    AUTO,
+    DEFAULT_MAX_BATCH,
+    AttributionMethod,
+    Capabilities,
+    cancelling_sum,
+    module_by_name,
+    one_pass,
+)
 from faithbench.attributions.coverage import (
     DEEPLIFT_MODULES,
     GUIDED_BACKPROP_MODULES,
@@ -19,6 +27,8 @@ from faithbench.attributions.coverage import (
 )
 from faithbench.attributions.shared_forward import grads_per_row
 from faithbench.models.adapter import ModelAdapter
+
+CPU_PASS_ROWS = 64  # IG's rows per pass within the CPU's calls (internal_batch_size = auto)
 
 
 def _leaf(inputs: Tensor) -> Tensor:
@@ -80,7 +90,9 @@ class IntegratedGradients(AttributionMethod):
     defaults: ClassVar[dict] = {
         "n_steps": 50,
         "baseline": 0.0,
-        "internal_batch_size": 64,  # (step, input) pairs per pass: 3x faster than all at once on CPU; <= max_batch
+        # (step, input) rows per pass, at most max_batch; auto: 64 within the CPU's calls (3x faster there than all
+        # at once), max_batch where the calls are larger (a GPU's, sized from its memory)
+        "internal_batch_size": AUTO,
         "method": "gausslegendre",
     }
     choices: ClassVar[dict] = {
@@ -95,8 +107,15 @@ class IntegratedGradients(AttributionMethod):
 
     def model_calls(self, inputs: int, per_input: int, max_batch: int) -> int:
         # Captum's passes (and the shared forward's): internal_batch_size // inputs steps each, at least one
-        steps_per_call = max(1, min(self.params["internal_batch_size"], max_batch) // max(1, inputs))
+        steps_per_call = max(1, self.pass_rows(max_batch) // max(1, inputs))
         return -(-self.params["n_steps"] // steps_per_call) if inputs else 0
+
+    def pass_rows(self, max_batch: int) -> int:
+        """(step, input) rows per pass under a call's ``max_batch`` (``internal_batch_size``)."""
+        rows = self.params["internal_batch_size"]
+        if rows == AUTO:
+            rows = CPU_PASS_ROWS if max_batch <= DEFAULT_MAX_BATCH else max_batch
+        return min(rows, max_batch)
 
     def completeness_target(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         """IG's completeness axiom: the maps sum to f_t(x) - f_t(baseline)."""
@@ -113,7 +132,7 @@ class IntegratedGradients(AttributionMethod):
             baselines=p["baseline"],
             target=targets,
             n_steps=p["n_steps"],
-            internal_batch_size=min(p["internal_batch_size"], self.max_batch),
+            internal_batch_size=self.pass_rows(self.max_batch),
             method=p["method"],
         )
 
@@ -129,7 +148,7 @@ class IntegratedGradients(AttributionMethod):
         sizes_of, alphas_of = approximation_parameters(p["method"])
         sizes, alphas = sizes_of(p["n_steps"]), alphas_of(p["n_steps"])
         base = torch.full_like(distinct, p["baseline"])
-        per_pass = max(1, min(p["internal_batch_size"], self.max_batch) // distinct.shape[0])
+        per_pass = max(1, self.pass_rows(self.max_batch) // distinct.shape[0])
         total = torch.zeros_like(distinct[inverse])
         shape = (-1, *([1] * distinct.dim()))
         for s in range(0, len(alphas), per_pass):

@@ -43,7 +43,8 @@ class MetricCost:
     computation, counted once per ``scope``: ``unit`` (per unit and piece) or ``model`` (shared by a model's units:
     once per model and piece). ``note``: why the count is an estimate ("" where it is exact). ``pooled``: its
     inputs go through :attr:`Unit.forward`, so a suite run scores them with the unit's other pooled inputs (the
-    estimate pools them as the runner does)."""
+    estimate pools them as the runner does). ``input_scale``: its inputs are this many model input sizes across
+    (GridPG's whole grids: the grid's side; the memory of a call, :mod:`faithbench.bench.run.sizing`)."""
 
     key: Hashable
     explanations: int = 0
@@ -53,6 +54,7 @@ class MetricCost:
     scope: str = "unit"
     note: str = ""
     pooled: bool = False
+    input_scale: int = 1
 
     def requests(self, eval_batch: int) -> list[int]:
         """The sizes of the model calls its own inputs make on their own, in order."""

@@ -33,6 +33,13 @@ def _csv(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def max_batch_arg(text: str) -> int | str:
+    """``--max-batch``: ``auto`` or a number (the suite checks that it is >= 1)."""
+    if text != "auto" and not text.lstrip("-").isdigit():
+        raise argparse.ArgumentTypeError(f"must be auto or a number, got {text!r}")
+    return text if text == "auto" else int(text)
+
+
 def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -106,9 +113,10 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     )
     p_run.add_argument(
         "--max-batch",
-        type=int,
-        metavar="N",
-        help="at most this many inputs per model call, in every method and metric (memory); default: the suite's",
+        type=max_batch_arg,
+        metavar="auto|N",
+        help="at most this many inputs per model call, in every method and metric; auto: 256 on the CPU, on a GPU "
+        "per model from its free memory (shared by the workers on it); default: the suite's (auto)",
     )
     p_run.add_argument(
         "--pieces",

@@ -82,7 +82,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.times_from and not args.dry_run:
         raise UserError("--times-from times a plan: it goes with --dry-run (nothing is run)")
     if args.dry_run:
-        return dry_run(suite, out, Path(args.times_from) if args.times_from else None)
+        times_from = Path(args.times_from) if args.times_from else None
+        return dry_run(suite, out, times_from, args.device, worker_count(args.workers, args.device))
     if args.launcher == "submitit":
         results = launch_array(args, suite, out)
         if results is None:
@@ -143,9 +144,12 @@ def launch_array(args: argparse.Namespace, suite: Suite, out: Path) -> pd.DataFr
     return read_results(out / "results.csv")
 
 
-def dry_run(suite: Suite, out: Path, times_from: Path | None = None) -> int:
-    """``run --dry-run``: the plan and its estimated cost (:mod:`faithbench.bench.run.dry_run`), printed; its time
-    when ``times_from`` names a finished slice (:mod:`faithbench.bench.run.time_estimate`)."""
-    text = dry_run_text(suite, out, lambda table: to_text(table, width=WIDTH, keys=1), WIDTH, times_from)
+def dry_run(suite: Suite, out: Path, times_from: Path | None = None, device: str = "cpu", workers: int = 1) -> int:
+    """``run --dry-run``: the plan and its estimated cost (:mod:`faithbench.bench.run.dry_run`) on ``device`` shared by
+    ``workers``, printed; its time when ``times_from`` names a finished slice
+    (:mod:`faithbench.bench.run.time_estimate`)."""
+    text = dry_run_text(
+        suite, out, lambda table: to_text(table, width=WIDTH, keys=1), WIDTH, times_from, device, workers
+    )
     sys.stdout.write(text)
     return 0

@@ -133,7 +133,7 @@ def integrated_forward_backward(work: Work) -> Limit:
     alphas = approximation_parameters(p["method"])[1](p["n_steps"])
     passes = []
     for x, t in work.chunks():
-        per_pass = max(1, min(p["internal_batch_size"], work.max_batch) // x.shape[0])
+        per_pass = max(1, work.method.pass_rows(work.max_batch) // x.shape[0])
         base = torch.full_like(x, p["baseline"])
         for s in range(0, len(alphas), per_pass):
             alpha = torch.tensor(alphas[s : s + per_pass], dtype=x.dtype, device=x.device)

@@ -9,13 +9,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from faithbench.bench.run.data import load_data
 from faithbench.bench.run.estimate import Estimate, estimate
 from faithbench.bench.run.plan import Plan, plan
 from faithbench.bench.run.run_status import plan_table
+from faithbench.bench.run.sizing import ASSUMED_FREE_GIB, free_bytes
 from faithbench.bench.run.suite import Suite
 from faithbench.bench.run.time_estimate import time_from_slice, time_lines
+from faithbench.errors import UserError
 from faithbench.models.data.datasets import DATASETS
 from faithbench.models.data.hf import HF_DATASETS
 from faithbench.progress import clock_text
@@ -24,21 +27,30 @@ LEFT_OUT = "not counted: the example map of each (model, method) for the report"
 
 
 def dry_run_text(
-    suite: Suite, out: Path, table_text: Callable[[pd.DataFrame], str], width: int, times_from: Path | None = None
+    suite: Suite,
+    out: Path,
+    table_text: Callable[[pd.DataFrame], str],
+    width: int,
+    times_from: Path | None = None,
+    device: str = "cpu",
+    workers: int = 1,
 ) -> str:
     """The dry run's page: the plan's units with their pieces and model inputs, the model inputs of every (model,
     method) cell, what the counts leave out, the tiers' totals, and what ``out`` holds. ``table_text`` lays a table
     out (the command's text format), ``width`` the paragraphs; ``times_from``: a finished slice of the suite whose
-    unit times scale to the plan's (:mod:`faithbench.bench.run.time_estimate`), for the suite and each tier."""
-    steps = plan(suite)
-    cost = estimate(steps, n_images=n_images(suite))
+    unit times scale to the plan's (:mod:`faithbench.bench.run.time_estimate`), for the suite and each tier;
+    ``device`` (``auto``: a GPU where this machine has one) and ``workers`` on it: the plan's call sizes
+    (:mod:`faithbench.bench.run.sizing`)."""
+    steps, dev = plan(suite), plan_device(device)
+    count, image = evaluation_set(suite)
+    cost = estimate(steps, n_images=count, device=dev, workers=workers, image=image)
     table = _units_table(steps, cost)
     lines = [
         f"suite {suite.name}: {len(suite.models)} models x {len(steps.jobs)} methods and controls, "
         f"{len(steps.metrics)} metrics, {suite.n_samples} samples, {suite.pieces} piece(s) per unit\n",
         table_text(table) + "\n",
         table_text(_inputs_matrix(steps, cost)) + "\n",
-        textwrap.fill(_summary(suite, cost), width),
+        textwrap.fill(_summary(suite, cost, dev, workers), width),
     ]
     notes = cost.units.explode("notes").dropna(subset=["notes"]).groupby("notes", sort=False)["method"]
     for note, methods in notes:
@@ -48,17 +60,18 @@ def dry_run_text(
     lines += [f"  {note}" for note in (*cost.notes, LEFT_OUT)]
     if times_from is not None:
         lines += [
-            textwrap.fill(line, width, subsequent_indent="    ")
-            for line in time_lines(suite, times_from, n_images(suite))
+            textwrap.fill(line, width, subsequent_indent="    ") for line in time_lines(suite, times_from, count, image)
         ]
     for tier in steps.tiers:
-        t_inputs, t_calls = estimate(tier.plan, n_images=n_images(tier.plan.suite)).total()
+        t_count, t_image = evaluation_set(tier.plan.suite)
+        t_cost = estimate(tier.plan, n_images=t_count, device=dev, workers=workers, image=t_image)
+        t_inputs, t_calls = t_cost.total()
         lines.append(
             f"tier {tier.name} (into {out / tier.folder}): ≈ {t_inputs:,} model inputs, ≈ {t_calls:,} calls "
             f"(its plan: --suite {tier.name} --dry-run)"
         )
         if times_from is not None and (times_from / tier.folder / "run.json").exists():
-            timed = time_from_slice(tier.plan.suite, times_from / tier.folder, n_images(tier.plan.suite))
+            timed = time_from_slice(tier.plan.suite, times_from / tier.folder, t_count, t_image)
             lines.append(f"  time ≈ {clock_text(timed.seconds)} of compute (scaled from {times_from / tier.folder})")
     holds = (
         f"{out} holds a run: `python -m bench status {out}` says how far it got"
@@ -93,23 +106,60 @@ def _inputs_matrix(steps: Plan, cost: Estimate) -> pd.DataFrame:
     )
 
 
-def _summary(suite: Suite, cost: Estimate) -> str:
+def _summary(suite: Suite, cost: Estimate, device: torch.device, workers: int) -> str:
     inputs, calls = cost.total()
     shared = cost.models
     before, each = int(shared["before inputs"].sum()), int(shared["shared inputs"].sum())
     return (
         f"≈ {inputs:,} model inputs in all: an estimate of the images through the models (a backward pass counted "
         f"with its forward; {each:,} of them shared by a model's units, {before:,} choosing items for every model "
-        f"before any unit), not of model calls, which follow from the batch sizes: ≈ {calls:,} calls at batch_size "
-        f"{suite.batch_size} and max_batch {suite.max_batch}"
+        f"before any unit), not of model calls, which follow from the batch sizes: ≈ {calls:,} calls on "
+        f"{_device_text(device, workers)} at {_sizes_text(suite, cost)}"
         f"{', the removal metrics pooled' if suite.pool_calls else ', every metric on its own (pool_calls false)'}. "
         "Per unit above: - the model refuses the method; ? it "
         "may refuse it when it loads (its rules need layers the model may lack); ~ an estimate:"
     )
 
 
+def _device_text(device: torch.device, workers: int) -> str:
+    if device.type == "cpu":
+        return "the CPU"
+    seen = torch.cuda.is_available()
+    free = f"{free_bytes(device) / 2**30:.0f} GiB free" if seen else f"{ASSUMED_FREE_GIB:.0f} GiB free (assumed)"
+    return f"{device} ({free}, {workers} worker{'s' if workers > 1 else ''} on it)"
+
+
+def _sizes_text(suite: Suite, cost: Estimate) -> str:
+    """The sizes: the suite's, or each model's where they differ (sized from a GPU's memory)."""
+    sizes = dict(zip(cost.models["model"], cost.models["sizes"], strict=True))
+    texts = {s.text() for s in sizes.values()}
+    if len(texts) == 1:
+        return texts.pop()
+    return "; ".join(f"{name}: {s.text()}" for name, s in sizes.items())
+
+
+def plan_device(device: str) -> torch.device:
+    """The device a dry run plans for (``auto``: a GPU where this machine has one; a GPU it lacks is planned with the
+    memory :mod:`faithbench.bench.run.sizing` assumes)."""
+    name = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        raise UserError(f"unknown device {device!r}; valid: auto, cpu, cuda, cuda:N") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise UserError(f"device {device!r} is not supported; valid: auto, cpu, cuda, cuda:N")
+    return dev
+
+
+def evaluation_set(suite: Suite) -> tuple[int | None, torch.Tensor | None]:
+    """The evaluation set's size and its first image, for the estimate (None where reading it means a folder or a
+    download)."""
+    if DATASETS.get(suite.dataset).needs_root or suite.dataset in HF_DATASETS:
+        return None, None
+    data = load_data(suite)
+    return len(data.labels), data.images[:1]
+
+
 def n_images(suite: Suite) -> int | None:
     """The evaluation set's size for the estimate (None where reading it means a folder or a download)."""
-    if DATASETS.get(suite.dataset).needs_root or suite.dataset in HF_DATASETS:
-        return None
-    return len(load_data(suite).labels)
+    return evaluation_set(suite)[0]

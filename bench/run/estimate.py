@@ -23,11 +23,19 @@ from dataclasses import dataclass
 
 import pandas as pd
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from faithbench.attributions import AttributionMethod, UnsupportedMethodError
 from faithbench.bench.run.plan import Plan
 from faithbench.bench.run.pool import pooled_calls
+from faithbench.bench.run.sizing import (
+    ASSUMED_FREE_GIB,
+    AUTO,
+    Sizes,
+    free_bytes,
+    image_probe,
+    model_sizes,
+)
 from faithbench.metrics.spec import MetricCost, Unit
 from faithbench.models import zoo
 from faithbench.models.adapter import POSITIONAL_EMBEDDING, ModelAdapter
@@ -125,12 +133,41 @@ def _count(item: MetricCost, unit: Unit, per: int, share: bool) -> tuple[int, in
     return inputs, calls
 
 
-def _unit(steps: Plan, model: ModelAdapter, method: AttributionMethod, n_images: int, piece: int, shared: dict) -> Unit:
+def _unit(
+    steps: Plan, model: ModelAdapter, method: AttributionMethod, n_images: int, piece: int, shared: dict, sizes: Sizes
+) -> Unit:
     suite = steps.suite
     samples = min(suite.n_samples, n_images) if n_images else suite.n_samples
     return Unit(model=model, method=method, images=torch.empty(n_images, 0), labels=torch.zeros(n_images).long(),
-                sample_ids=torch.arange(samples), batch_size=suite.batch_size, device=torch.device("cpu"), rank=piece,
-                world=suite.pieces, max_batch=suite.max_batch, shared=shared)  # fmt: skip
+                sample_ids=torch.arange(samples), batch_size=sizes.batch_size, device=torch.device("cpu"), rank=piece,
+                world=suite.pieces, max_batch=sizes.max_batch, shared=shared)  # fmt: skip
+
+
+def input_scale(steps: Plan, model: ModelAdapter) -> int:
+    """The largest inputs of ``model`` in the plan, in model input sizes across (``MetricCost.input_scale``)."""
+    scale = 1
+    for job in steps.jobs:
+        unit = _unit(steps, model, job.build(), 0, 0, {}, Sizes(1, 1))
+        scale = max([scale, *(item.input_scale for _, item in _items(steps, unit) if item is not None)])
+    return scale
+
+
+def plan_sizes(
+    steps: Plan, model: ModelAdapter, free: int | None, workers: int, image: Tensor | None, module: nn.Module | None
+) -> Sizes:
+    """``model``'s call sizes in the plan (:func:`~faithbench.bench.run.sizing.model_sizes`) on a device with ``free``
+    bytes (None: the CPU) shared by ``workers``, its memory probed on ``module`` (the model's own or an architecture
+    of it; None: not probed) with ``image`` (one evaluation image) at the plan's largest inputs."""
+    suite = steps.suite
+    scale = input_scale(steps, model) if free is not None and suite.max_batch == AUTO else 1
+    return model_sizes(suite.batch_size, suite.max_batch, free, image_probe(module, model, image, scale), workers)
+
+
+def architecture(name: str) -> nn.Module | None:
+    """Zoo image model ``name``'s architecture, untrained (the shapes its memory follows); None for other models."""
+    spec = MODELS.get(name)
+    recipe = zoo.RECIPES.get(name) if spec.source == "zoo" else None
+    return recipe.architecture().eval() if recipe and recipe.modality == "image" else None
 
 
 def _items(steps: Plan, unit: Unit) -> list[tuple[str, MetricCost | None]]:
@@ -147,16 +184,30 @@ def _items(steps: Plan, unit: Unit) -> list[tuple[str, MetricCost | None]]:
     return out
 
 
-def estimate(steps: Plan, models: Mapping[str, ModelAdapter] | None = None, n_images: int | None = None) -> Estimate:
+def estimate(
+    steps: Plan,
+    models: Mapping[str, ModelAdapter] | None = None,
+    n_images: int | None = None,
+    *,
+    device: torch.device | str = "cpu",
+    workers: int = 1,
+    image: Tensor | None = None,
+) -> Estimate:
     """The cost of running ``steps`` (the models in ``models`` as they are, the others as :func:`stand_in` describes
-    them) on an evaluation set of ``n_images`` images (None: not read; work per image is then not counted)."""
+    them) on an evaluation set of ``n_images`` images (None: not read; work per image is then not counted), on
+    ``device`` shared by ``workers`` (a GPU sizes its calls from its memory, probed with ``image``, one evaluation
+    image: :mod:`faithbench.bench.run.sizing`; a GPU this machine cannot see is assumed to have
+    ``ASSUMED_FREE_GIB`` free)."""
     suite, models = steps.suite, dict(models or {})
     deciding = {x.name: x.deciders for x in steps.metrics}
     shared = {name: None for name, who in deciding.items() if who}
     notes = [] if n_images else ["the data set was not read: the work per evaluation image (selections) is left out"]
+    free = device_free(torch.device(device))
     rows, per_model, skipped = [], [], {}
     for name in suite.models:
         model = models.get(name) or stand_in(name)
+        module = model.module if name in models else architecture(name) if free is not None else None
+        sizes = plan_sizes(steps, model, free, workers, image, module)
         model_work: dict[tuple[int, Hashable], tuple[int, int]] = {}  # (piece, key): once per model and piece
         for job in steps.jobs:
             method = job.build()
@@ -164,21 +215,35 @@ def estimate(steps: Plan, models: Mapping[str, ModelAdapter] | None = None, n_im
             if why:
                 skipped[(name, job.name)] = why
                 continue
-            inputs, calls, found, missing = _unit_cost(steps, model, method, n_images or 0, shared, model_work)
+            inputs, calls, found, missing = _unit_cost(steps, model, method, n_images or 0, shared, model_work, sizes)
             notes += [f"metric {metric} declares no cost: not counted" for metric in sorted(missing)]
             known = name in models or type(method)._check is AttributionMethod._check
             rows.append({"model": name, "method": job.name, "model inputs": inputs, "model calls": calls,
                          "known": known, "notes": tuple(sorted(found))})  # fmt: skip
-        before = _before(steps, model, deciding, n_images or 0)
+        before = _before(steps, model, deciding, n_images or 0, sizes)
         per_model.append({"model": name, "shared inputs": sum(i for i, _ in model_work.values()),
                           "shared calls": sum(c for _, c in model_work.values()),
-                          "before inputs": before[0], "before calls": before[1]})  # fmt: skip
+                          "before inputs": before[0], "before calls": before[1], "sizes": sizes})  # fmt: skip
     units = pd.DataFrame(rows, columns=["model", "method", "model inputs", "model calls", "known", "notes"])
     return Estimate(units, pd.DataFrame(per_model), skipped, tuple(dict.fromkeys(notes)))
 
 
+def device_free(device: torch.device) -> int | None:
+    """The free memory a plan on ``device`` sizes its calls by: the GPU's own where this machine has it, else
+    ``ASSUMED_FREE_GIB``; None on the CPU."""
+    if device.type != "cuda":
+        return None
+    return free_bytes(device) if torch.cuda.is_available() else int(ASSUMED_FREE_GIB * 2**30)
+
+
 def _unit_cost(
-    steps: Plan, model: ModelAdapter, method: AttributionMethod, n_images: int, shared: dict, model_work: dict
+    steps: Plan,
+    model: ModelAdapter,
+    method: AttributionMethod,
+    n_images: int,
+    shared: dict,
+    model_work: dict,
+    sizes: Sizes,
 ) -> tuple[int, int, set[str], set[str]]:
     """(model inputs, model calls, notes, the metrics that declare no cost) of one unit over its pieces; the work its
     model's units share goes into ``model_work`` (each key once per piece, whichever unit asks first)."""
@@ -189,7 +254,7 @@ def _unit_cost(
     found: set[str] = {UNDECLARED} if declared is None else set()
     missing: set[str] = set()
     for piece in range(steps.suite.pieces):
-        unit, seen, pooled = _unit(steps, model, method, n_images, piece, shared), set(), []
+        unit, seen, pooled = _unit(steps, model, method, n_images, piece, shared, sizes), set(), []
         for metric, item in _items(steps, unit):
             if item is None:
                 missing.add(metric)
@@ -209,7 +274,9 @@ def _unit_cost(
     return inputs, calls, found, missing
 
 
-def _before(steps: Plan, model: ModelAdapter, deciding: dict[str, tuple[str, ...]], n_images: int) -> tuple[int, int]:
+def _before(
+    steps: Plan, model: ModelAdapter, deciding: dict[str, tuple[str, ...]], n_images: int, sizes: Sizes
+) -> tuple[int, int]:
     """What ``model`` computes before any unit: for each metric whose items it decides for every model, the work of
     choosing its own (the metric's per-model work, asked as if nothing were shared)."""
     inputs = calls = 0
@@ -217,7 +284,7 @@ def _before(steps: Plan, model: ModelAdapter, deciding: dict[str, tuple[str, ...
     for metric in steps.metrics:
         if method is None or model.name not in deciding.get(metric.name, ()) or metric.spec.cost is None:
             continue
-        unit = _unit(steps, model, method, n_images, 0, {})
+        unit = _unit(steps, model, method, n_images, 0, {}, sizes)
         for item in metric.spec.cost(unit, metric.config):
             if item.scope == "model":
                 i, c = _count(item, unit, 0, False)

@@ -15,6 +15,7 @@ import torch
 from faithbench.bench.run.counters import Cost, metering
 from faithbench.bench.run.plan import MetricJob
 from faithbench.bench.run.pool import run_pooled
+from faithbench.bench.run.sizing import Sizes
 from faithbench.bench.run.suite import Suite
 from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
 
@@ -52,19 +53,20 @@ def suite_unit(
     data: EvalData,
     sample_ids: torch.Tensor,
     device: torch.device,
+    sizes: Sizes,
     **state: Any,
 ) -> Unit:
-    """A (model, method) unit on ``suite``'s data with its batch sizes; ``state``: the caller's own fields (the
-    shard, the model's cache, the map store, the shared items)."""
+    """A (model, method) unit on ``suite``'s data with the model's call ``sizes`` (:mod:`faithbench.bench.run.sizing`);
+    ``state``: the caller's own fields (the shard, the model's cache, the map store, the shared items)."""
     return Unit(
         model=model,
         method=method,
         images=data.images,
         labels=data.labels,
         sample_ids=sample_ids,
-        batch_size=suite.batch_size,
+        batch_size=sizes.batch_size,
         device=device,
-        max_batch=suite.max_batch,
+        max_batch=sizes.max_batch,
         pool_calls=suite.pool_calls,
         **state,
     )

@@ -54,9 +54,14 @@ class SharedItems:
 
 
 def share_items(
-    plan: Plan, data: EvalData, device: torch.device, load: Callable[[str], ModelAdapter], batch: int
+    plan: Plan,
+    data: EvalData,
+    device: torch.device,
+    load: Callable[[str], ModelAdapter],
+    batch: Callable[[ModelAdapter], int],
 ) -> dict[str, SharedItems]:
-    """The shared items of every metric of the plan that shares them (loading each deciding model once)."""
+    """The shared items of every metric of the plan that shares them (loading each deciding model once; ``batch``: a
+    model's inputs per call)."""
     wanted: dict[str, tuple[str, ...]] = {}
     metrics = {m.name: m for m in plan.metrics}
     for name, metric in metrics.items():
@@ -70,7 +75,7 @@ def share_items(
         for name, models in wanted.items():
             if model_name in models:
                 eligible, score = metrics[name].spec.eligibility(
-                    model, data.images, data.labels, metrics[name].config, device, batch
+                    model, data.images, data.labels, metrics[name].config, device, batch(model)
                 )
                 parts[name].append((eligible.cpu().bool(), score.detach().cpu().double()))
         del model

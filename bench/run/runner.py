@@ -30,10 +30,12 @@ from tqdm.auto import tqdm
 
 from faithbench.bench.run.data import load_data
 from faithbench.bench.run.distributed import Worker
+from faithbench.bench.run.estimate import input_scale, stand_in
 from faithbench.bench.run.fit import check_own_models
 from faithbench.bench.run.pairing import SharedItems, save_shared, share_items, shared_digest
 from faithbench.bench.run.plan import Plan, plan, resume_count
 from faithbench.bench.run.provenance import provenance, registry_catalog
+from faithbench.bench.run.sizing import AUTO, free_bytes, image_probe, model_sizes, suite_max_batch, workers_on_device
 from faithbench.bench.run.suite import Suite
 from faithbench.bench.run.suite_files import plugin_folders
 from faithbench.bench.run.work import Outcome, Work
@@ -44,6 +46,7 @@ from faithbench.bench.store.unit_files import UnitFiles
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
 from faithbench.models import load_model, zoo
+from faithbench.models.adapter import ModelAdapter
 from faithbench.progress import progress_bar, quiet
 
 # Rewriting the result tables takes ~1 s on a full suite: after a unit they are rewritten at most this
@@ -180,11 +183,22 @@ def _run(steps: Plan, out: Path, dev: torch.device, worker: Worker, progress: bo
     suite = steps.suite
     data = load_data(suite)
     ids = sample_ids(suite, len(data.labels))
-    batch = min(4 * suite.batch_size, suite.max_batch)
+    batch = min(4 * suite.batch_size, suite_max_batch(suite.max_batch))  # a user's model, before it is sized
     check_own_models(suite, data, dev, batch, say=worker.first)  # a user's model that does not fit: refused here
     if worker.first:  # the builds under their own progress; another worker waits on a build's lock, then loads
         zoo.build_missing(suite.models)
-    shared = share_items(steps, data, dev, lambda name: load_model(name, device=dev), batch)
+
+    # a deciding model's calls before any unit: sized as its units' (a closure without the plan: the walk stays short)
+    free, image, workers = free_bytes(dev), data.images[:1], workers_on_device()
+    batch_size, max_batch = suite.batch_size, suite.max_batch
+    sized = free is not None and max_batch == AUTO
+    scales = {m: input_scale(steps, stand_in(m)) for x in steps.metrics for m in x.deciders} if sized else {}
+
+    def batch_of(model: ModelAdapter) -> int:
+        probe = image_probe(model.module, model, image, scales.get(model.name, 1))
+        return model_sizes(batch_size, max_batch, free, probe, workers).eval_batch
+
+    shared = share_items(steps, data, dev, lambda name: load_model(name, device=dev), batch_of)
     digest = shared_digest(shared)  # part of every unit's key: the items depend on every deciding model
     prov = provenance(dev, suite.seed)
     writer = _Writer(out=out, steps=steps, shared=shared, prov=prov, outcome=lambda: work.outcome())  # work: below

@@ -19,6 +19,7 @@ from typing import Any
 from faithbench.attributions import CORRUPTION_CONTROLS, METHODS, get_method
 from faithbench.attributions import RUN_CONTROLS as CONTROLS
 from faithbench.bench.run.data import text_tokenizer
+from faithbench.bench.run.sizing import AUTO
 from faithbench.bench.run.suite_files import import_plugins, suite_path, tiers
 from faithbench.config import from_table, to_dict
 from faithbench.errors import ParameterError, UserError
@@ -64,7 +65,9 @@ class Suite:
     seed: int = 0
     n_samples: int = 64
     batch_size: int = 64
-    max_batch: int = 256  # inputs per model call, for every method and metric (not in the resume key: memory only)
+    # inputs per model call, for every method and metric: auto = the CPU's 256, a GPU's from its memory per model
+    # (bench.run.sizing; not in the resume key: memory only)
+    max_batch: int | str = AUTO
     pool_calls: bool = True  # a unit's metrics score their perturbed inputs in shared calls (not in the resume key)
     store_maps: bool = True  # keep every unit's maps for ``bench rescore`` (not in the resume key)
     pieces: int = 1  # each unit split into this many pieces that workers share (bench.store.pieces)
@@ -94,6 +97,10 @@ class Suite:
 def _scalar(data: Mapping[str, Any], key: str, where: str) -> Any:
     kind, least = SCALARS[key]
     value = data[key]
+    if key == "max_batch" and value == AUTO:
+        return value
+    if key == "max_batch" and not (isinstance(value, int) and not isinstance(value, bool)):
+        raise UserError(f'{where} max_batch must be an int or "auto", got {value!r}')
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise UserError(f"{where} {key} must be a {kind.__name__}, got {value!r}")
     if least is not None and value < least:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from faithbench.bench.run.estimate import Estimate, estimate
 from faithbench.bench.run.plan import plan
@@ -87,9 +88,12 @@ def slice_seconds(folder: Path) -> tuple[pd.DataFrame, str]:
     return units[["seconds"]].reset_index(), ", ".join(devices)
 
 
-def time_from_slice(suite: Suite, folder: Path, n_images: int | None = None) -> TimeEstimate:
+def time_from_slice(
+    suite: Suite, folder: Path, n_images: int | None = None, image: torch.Tensor | None = None
+) -> TimeEstimate:
     """The time of running ``suite``, scaled from the finished run (a slice of it) in ``folder``; ``n_images``: the
-    evaluation set's size (the work per image, a grid selection, is then counted in both)."""
+    evaluation set's size (the work per image, a grid selection, is then counted in both); ``image``: its first image
+    (a slice run on a GPU: both plans' calls sized from its memory, one worker's share)."""
     run_json = folder / "run.json"
     if not run_json.exists():
         raise UserError(
@@ -97,7 +101,8 @@ def time_from_slice(suite: Suite, folder: Path, n_images: int | None = None) -> 
         )
     sliced = recorded_suite(json.loads(run_json.read_text()), run_json)
     measured, device = slice_seconds(folder)
-    planned = unit_work(estimate(plan(sliced), n_images=n_images))
+    on = {"n_images": n_images, "device": "cuda" if "cuda" in device else "cpu", "image": image}
+    planned = unit_work(estimate(plan(sliced), **on))
     before = planned.merge(measured, on=["model", "method"], how="inner")
     if before.empty:
         raise UserError(f"--times-from {folder}: the run there shares no (model, method) unit with suite {suite.name}")
@@ -106,7 +111,7 @@ def time_from_slice(suite: Suite, folder: Path, n_images: int | None = None) -> 
         zip(before["model"], before["method"], strict=True)
     )
     rows = []
-    for unit in unit_work(estimate(plan(suite), n_images=n_images)).itertuples(index=False):
+    for unit in unit_work(estimate(plan(suite), **on)).itertuples(index=False):
         same = before[(before["model"] == unit.model) & (before["method"] == unit.method)]
         if len(same):
             s = float(same["seconds"].iloc[0])
@@ -140,9 +145,9 @@ def _named(units: pd.DataFrame, limit: int | None = 6) -> str:
     return ", ".join(shown) + (f" and {len(names) - len(shown)} more" if len(names) > len(shown) else "")
 
 
-def time_lines(suite: Suite, folder: Path, n_images: int | None = None) -> list[str]:
+def time_lines(suite: Suite, folder: Path, n_images: int | None = None, image: torch.Tensor | None = None) -> list[str]:
     """The dry run's lines on time: the total and per model, and which units are borrowed or missing."""
-    est = time_from_slice(suite, folder, n_images)
+    est = time_from_slice(suite, folder, n_images, image)
     per_model = ", ".join(f"{m} {clock_text(s)}" for m, s in est.by_model().items())
     by_calls, by_inputs = est.bracket()
     total, took = clock_text(est.seconds), clock_text(est.slice_seconds)

@@ -21,10 +21,12 @@ import torch
 from tqdm.auto import tqdm
 
 from faithbench.attributions import UnsupportedMethodError
+from faithbench.bench.run.estimate import plan_sizes
 from faithbench.bench.run.evaluate import evaluate_unit, suite_unit
 from faithbench.bench.run.fingerprints import fingerprint, identical_pairs
 from faithbench.bench.run.pairing import SharedItems
 from faithbench.bench.run.plan import Job, Plan, unit_key
+from faithbench.bench.run.sizing import Sizes, free_bytes, workers_on_device
 from faithbench.bench.store.identity import warning_line
 from faithbench.bench.store.unit_files import Piece, UnitFiles
 from faithbench.metrics.mapstore import MapStore
@@ -84,6 +86,7 @@ class Work:
     model: ModelAdapter | None = field(default=None, init=False)
     model_name: str | None = field(default=None, init=False)
     model_caches: dict[int, dict] = field(default_factory=dict, init=False)  # per piece: what units share (grids)
+    sizes: dict[str, Sizes] = field(default_factory=dict, init=False)  # per model: its call sizes here
 
     @property
     def total(self) -> int:
@@ -114,8 +117,19 @@ class Work:
             self.release_model()
             with self.paused():
                 self.model, self.model_name = load_model(name, device=self.device), name
+                if name not in self.sizes:  # the probe runs once per model and worker
+                    self.sizes[name] = self._sizes(self.model)
         assert self.model is not None
         return self.model
+
+    def _sizes(self, model: ModelAdapter) -> Sizes:
+        """The model's call sizes on this worker's device (:mod:`faithbench.bench.run.sizing`), stated when a GPU's
+        memory sized them."""
+        free = free_bytes(self.device)
+        sizes = plan_sizes(self.steps, model, free, workers_on_device(), self.data.images[:1], model.module)
+        if self.verbose and sizes.budget is not None:
+            tqdm.write(f"{model.name}: {sizes.text()}", file=sys.stderr)
+        return sizes
 
     def release_model(self) -> None:
         self.model, self.model_name, self.model_caches = None, None, {}
@@ -193,10 +207,14 @@ class Work:
             "weights_sha256": model.weights_sha256,
             "method_params": method.params,
             "model_info": model_record(model.info),
+            # the cost columns depend on them, scores do not (a re-score replays them)
+            "max_batch": self.sizes[name].max_batch,
+            "batch_size": self.sizes[name].batch_size,
         }
 
     def _unit_of(self, name: str, job: Job, ids: torch.Tensor, **state: Any) -> Any:
-        return suite_unit(self.steps.suite, self.load(name), job.build(), self.data, ids, self.device, **state)
+        model = self.load(name)
+        return suite_unit(self.steps.suite, model, job.build(), self.data, ids, self.device, self.sizes[name], **state)
 
     def _piece(self, name: str, job: Job, c: int) -> Piece:
         """Piece ``c``: every metric on the unit's items i with i % pieces == c, with its maps."""
@@ -221,7 +239,6 @@ class Work:
             "method_name": job.method,
             **job.columns,
             **self.meta[(name, job.name)],
-            "max_batch": self.steps.suite.max_batch,  # the cost columns depend on it, scores do not
         }
 
     def _identities(self, name: str) -> None:

@@ -77,6 +77,8 @@ def test_a_job_enters_no_registry_and_no_suite_lookup(tmp_path, monkeypatch):
             "bench/run/evaluate.py",
             "bench/run/pool.py",  # the metrics' turns and their pooled model calls
             "bench/run/counters.py",  # the meter of the model's calls
+            "bench/run/sizing.py",  # a model's call sizes, once when it loads (a GPU's from its memory)
+            "bench/run/estimate.py",  # ... at the plan's largest inputs, read from the metrics' declared costs
             "bench/run/fingerprints.py",  # the identical-maps check's fingerprint of the unit
             "bench/store/identity.py",
             "bench/store/examples.py",

@@ -1,0 +1,137 @@
+"""Inputs per model call from the device's memory: a suite's ``max_batch = "auto"`` (the default).
+
+On the CPU ``auto`` is :data:`CPU_MAX_BATCH` inputs per call: there a call's time goes with its size, and small calls
+stay in the caches. On a GPU a 28 px model's call is thousands of small kernels whatever its size, so the time goes
+with the number of calls: each model's calls there take as many inputs as :data:`MEMORY_SHARE` of the device's free
+memory holds, shared by the run's workers on that device (``LOCAL_WORLD_SIZE``), between :data:`LEAST` and
+:data:`MOST`. What one input costs is measured, not guessed: a probe runs the model once on one and once on three
+copies of its largest input (a grid of images where a metric explains whole grids) with gradients on, and counts the
+bytes autograd keeps for the backward pass (the bulk of a forward and backward's memory; :data:`HEADROOM` covers
+the backward's own buffers). The probe counts the same bytes on every device, so a dry run on a CPU plans a GPU's
+calls: it probes the zoo's architectures (random weights have the same shapes) and assumes
+:data:`ASSUMED_FREE_GIB` of free memory on a GPU it cannot see.
+
+With memory-sized calls a unit also explains and perturbs more inputs per call: its batch size is at least a quarter
+of its ``max_batch`` (the ratio of the suite's defaults, 64 and 256). A number (``--max-batch N``) is used as given.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+AUTO = "auto"
+CPU_MAX_BATCH = 256  # inputs per call on the CPU, and for a model the probe cannot measure (text models)
+LEAST, MOST = 256, 16384  # memory-sized calls: at least the CPU's, at most this (returns fall off long before)
+MEMORY_SHARE = 0.5  # of the free device memory for the calls' activations (the rest: models, maps, the allocator)
+HEADROOM = 1.25  # a forward and backward's peak over the bytes it saves (14.6 vs 14.0 MB per 84 px B-cos grid)
+ASSUMED_FREE_GIB = 80.0  # a dry run's GPU that this machine cannot see: an H100's memory
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """A model's call sizes in a run: ``batch_size`` inputs explained per call (metrics perturb 4x as many per
+    call), at most ``max_batch`` inputs per model call; ``row_bytes``: the probe's bytes per input (None: not
+    probed); ``budget``: the bytes the calls may take (None: not memory-sized)."""
+
+    batch_size: int
+    max_batch: int
+    row_bytes: int | None = None
+    budget: int | None = None
+
+    @property
+    def eval_batch(self) -> int:
+        """Inputs per call of a model's own inputs (as :attr:`~faithbench.metrics.spec.Unit.eval_batch`)."""
+        return min(4 * self.batch_size, self.max_batch)
+
+    def text(self) -> str:
+        """One line on how the sizes were chosen."""
+        if self.budget is None:
+            return f"batch_size {self.batch_size}, max_batch {self.max_batch}"
+        mb, gib = (self.row_bytes or 0) / 2**20, self.budget / 2**30
+        return (
+            f"batch_size {self.batch_size}, max_batch {self.max_batch} ({gib:.1f} GiB of device memory at "
+            f"{mb:.2f} MB per input)"
+        )
+
+
+def saved_bytes(module: nn.Module, inputs: Tensor) -> int:
+    """The bytes autograd keeps for the backward pass of one forward of ``module`` on ``inputs`` (each storage once)."""
+    storages: dict[tuple[int, str], int] = {}
+
+    def pack(t: Tensor) -> Tensor:
+        s = t.untyped_storage()
+        storages[(s.data_ptr(), str(t.device))] = s.nbytes()
+        return t
+
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        module(inputs.detach().clone().requires_grad_(True))
+    return sum(storages.values())
+
+
+def row_bytes(module: nn.Module, example: Tensor) -> int:
+    """Bytes one input of ``example``'s shape (one row, model-input space) adds to a forward and backward:
+    half the difference between three rows and one (the weights, saved in both, cancel)."""
+    one = example[:1]
+    three = one.expand(3, *one.shape[1:]).contiguous()
+    return max(1, (saved_bytes(module, three) - saved_bytes(module, one)) // 2)
+
+
+def free_bytes(device: torch.device) -> int | None:
+    """The device's free memory, with what this process's allocator holds but does not use (None: not a GPU)."""
+    if device.type != "cuda":
+        return None
+    free, _ = torch.cuda.mem_get_info(device)
+    return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+
+
+def workers_on_device() -> int:
+    """The run's workers that share this machine's devices (``LOCAL_WORLD_SIZE``: torchrun, ``--workers``)."""
+    return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+
+
+def model_sizes(
+    batch_size: int, max_batch: int | str, free: int | None, probe: Callable[[], int | None], workers: int = 1
+) -> Sizes:
+    """A model's :class:`Sizes`: ``max_batch`` as given, or ``auto``: the CPU's where ``free`` is None (no GPU), else
+    as many inputs as ``MEMORY_SHARE * free / workers`` bytes hold at ``probe()`` bytes per input (None: the model
+    cannot be probed; the CPU's sizes)."""
+    if max_batch != AUTO:
+        return Sizes(batch_size, int(max_batch))
+    per_row = probe() if free is not None else None
+    if per_row is None:
+        return Sizes(batch_size, CPU_MAX_BATCH)
+    budget = int(MEMORY_SHARE * free / workers)
+    rows = min(MOST, max(LEAST, int(budget / (HEADROOM * per_row)) // 64 * 64))
+    return Sizes(max(batch_size, rows // 4), rows, per_row, budget)
+
+
+def suite_max_batch(max_batch: int | str) -> int:
+    """Inputs per call of the work before any unit (predictions, shared selections): under ``auto`` the CPU's."""
+    return CPU_MAX_BATCH if max_batch == AUTO else int(max_batch)
+
+
+def image_probe(module: nn.Module | None, model: Any, image: Tensor | None, scale: int) -> Callable[[], int | None]:
+    """The probe of ``model`` (its adapter; ``module``: its network, or an architecture of it) in a run: a model
+    without image inputs, no ``module`` or no ``image``: none (None); else :func:`row_bytes` of ``module`` on
+    ``image`` (one, in [0, 1]) tiled ``scale`` x ``scale`` and encoded; a model that takes only its own input size
+    is probed there and charged the area's ``scale**2``."""
+
+    def probe() -> int | None:
+        if module is None or image is None or model.modality != "image":
+            return None
+        weight = next(module.parameters(), None)
+        one = image[:1].to(weight.device if weight is not None else "cpu")
+        if scale > 1:
+            try:
+                return row_bytes(module, model.encode(one.repeat(1, 1, scale, scale)))
+            except (RuntimeError, ValueError, AssertionError):  # e.g. a fixed positional embedding or linear head
+                pass
+        return row_bytes(module, model.encode(one)) * scale**2
+
+    return probe
