@@ -84,7 +84,7 @@ def _per_sample(unit: Unit, name: str, compute: Callable[[ModelAdapter, Tensor, 
 
     def run() -> Tensor:
         x, t, _ = unit.samples()
-        b = unit.eval_batch
+        b = min(unit.eval_batch, unit.max_batch) if name == "positional" else unit.eval_batch  # it takes gradients
         return torch.cat([compute(unit.model, x[s : s + b], t[s : s + b]) for s in range(0, len(x), b)])
 
     return unit.memo(("completeness", name), run)

@@ -150,7 +150,7 @@ class Unit:
         sample_ids: (S,) ids of the images the per-sample metrics use (all processes).
         batch_size: inputs per explanation call; metrics perturb ``4 * batch_size`` per model call.
         max_batch: at most this many inputs per model call, for the method and every metric
-            (:attr:`explain_batch`, :attr:`eval_batch`).
+            (:attr:`explain_batch`, :attr:`eval_batch`); ``eval_rows``: the metrics' (no gradients) instead.
         rank, world: this process's shard: items i with i % world == rank.
         model_cache: shared by every unit of the same model (e.g. its GridPG grids).
         cache: shared by the metrics of this unit (e.g. the sample explanations).
@@ -175,6 +175,7 @@ class Unit:
     cache: dict[Hashable, Any] = field(default_factory=dict)
     explain_time: dict[str, float] = field(default_factory=dict)
     max_batch: int = 256
+    eval_rows: int | None = None  # a GPU's, from its memory (bench.run.sizing)
     maps: MapStore | None = None
     replay: bool = False
     shared: dict[str, Any] = field(default_factory=dict)
@@ -196,8 +197,8 @@ class Unit:
 
     @property
     def eval_batch(self) -> int:
-        """Inputs per plain or perturbed model call of a metric."""
-        return min(4 * self.batch_size, self.max_batch)
+        """Inputs per plain or perturbed model call of a metric (no gradients)."""
+        return min(4 * self.batch_size, self.max_batch) if self.eval_rows is None else self.eval_rows
 
     def take(self, n: int) -> Tensor:
         """This shard's item indices among ``n`` items (none when there are fewer items than shards before it)."""

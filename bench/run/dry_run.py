@@ -91,6 +91,10 @@ def _units_table(steps: Plan, cost: Estimate) -> pd.DataFrame:
     for kind in ("inputs", "calls"):
         own = by_model[f"model {kind}"] + shared[f"shared {kind}"] + shared[f"before {kind}"]
         table[f"model {kind} ≈"] = [f"{int(own[m]):,}" for m in table["model"]]
+    sizes = shared["sizes"]
+    if any(s.budget is not None for s in sizes):  # sized from a GPU's memory: each model's own
+        for column in ("batch_size", "max_batch", "eval_batch"):
+            table[column] = [f"{getattr(sizes[m], column):,}" for m in table["model"]]
     return table
 
 
@@ -130,12 +134,13 @@ def _device_text(device: torch.device, workers: int) -> str:
 
 
 def _sizes_text(suite: Suite, cost: Estimate) -> str:
-    """The sizes: the suite's, or each model's where they differ (sized from a GPU's memory)."""
-    sizes = dict(zip(cost.models["model"], cost.models["sizes"], strict=True))
-    texts = {s.text() for s in sizes.values()}
-    if len(texts) == 1:
-        return texts.pop()
-    return "; ".join(f"{name}: {s.text()}" for name, s in sizes.items())
+    """The sizes: the suite's, or where a GPU's memory sized them, each model's (the table's columns)."""
+    if all(s.budget is None for s in cost.models["sizes"]):
+        return cost.models["sizes"].iloc[0].text()
+    return (
+        "each model's batch_size, max_batch (calls with gradients) and eval_batch (the metrics' own inputs) from the "
+        "device's memory, in the table above"
+    )
 
 
 def plan_device(device: str) -> torch.device:

@@ -140,7 +140,8 @@ def _unit(
     samples = min(suite.n_samples, n_images) if n_images else suite.n_samples
     return Unit(model=model, method=method, images=torch.empty(n_images, 0), labels=torch.zeros(n_images).long(),
                 sample_ids=torch.arange(samples), batch_size=sizes.batch_size, device=torch.device("cpu"), rank=piece,
-                world=suite.pieces, max_batch=sizes.max_batch, shared=shared)  # fmt: skip
+                world=suite.pieces, max_batch=sizes.max_batch, eval_rows=sizes.eval_rows,
+                shared=shared)  # fmt: skip
 
 
 def input_scale(steps: Plan, model: ModelAdapter) -> int:

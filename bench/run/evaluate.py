@@ -67,6 +67,7 @@ def suite_unit(
         batch_size=sizes.batch_size,
         device=device,
         max_batch=sizes.max_batch,
+        eval_rows=sizes.eval_rows,
         pool_calls=suite.pool_calls,
         **state,
     )

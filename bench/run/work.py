@@ -210,6 +210,7 @@ class Work:
             # the cost columns depend on them, scores do not (a re-score replays them)
             "max_batch": self.sizes[name].max_batch,
             "batch_size": self.sizes[name].batch_size,
+            "eval_rows": self.sizes[name].eval_rows,
         }
 
     def _unit_of(self, name: str, job: Job, ids: torch.Tensor, **state: Any) -> Any:
