@@ -73,8 +73,7 @@ def saved_bytes(module: nn.Module, inputs: Tensor) -> int:
     storages: dict[tuple[int, str], int] = {}
 
     def pack(t: Tensor) -> Tensor:
-        s = t.untyped_storage()
-        storages[(s.data_ptr(), str(t.device))] = s.nbytes()
+        storages[_key(t)] = t.untyped_storage().nbytes()
         return t
 
     with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -84,10 +83,11 @@ def saved_bytes(module: nn.Module, inputs: Tensor) -> int:
 
 class _Alive(TorchDispatchMode):
     """The most bytes of tensors that ops made and that are alive at once (each storage once, freed with its last
-    tensor)."""
+    tensor; views of the ``known`` storages, the weights and the inputs, are not new memory)."""
 
-    def __init__(self) -> None:
+    def __init__(self, known: set[tuple[int, str]]) -> None:
         super().__init__()
+        self.known = known
         self.refs: dict[tuple[int, str], int] = {}
         self.size: dict[tuple[int, str], int] = {}
         self.now = self.peak = 0
@@ -102,7 +102,9 @@ class _Alive(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         for t in tree_flatten(out)[0]:
             if isinstance(t, Tensor) and t.untyped_storage().nbytes():
-                key = (t.untyped_storage().data_ptr(), str(t.device))
+                key = _key(t)
+                if key in self.known:
+                    continue
                 if key not in self.refs:
                     self.refs[key], self.size[key] = 0, t.untyped_storage().nbytes()
                     self.now += self.size[key]
@@ -114,9 +116,14 @@ class _Alive(TorchDispatchMode):
 
 def peak_bytes(module: nn.Module, inputs: Tensor) -> int:
     """The most bytes of tensors alive at once in a forward of ``module`` on ``inputs`` without gradients."""
-    with torch.no_grad(), _Alive() as alive:
+    known = {_key(t) for t in (inputs, *module.parameters(), *module.buffers())}
+    with torch.no_grad(), _Alive(known) as alive:
         module(inputs)
     return alive.peak
+
+
+def _key(t: Tensor) -> tuple[int, str]:
+    return t.untyped_storage().data_ptr(), str(t.device)
 
 
 def row_bytes(module: nn.Module, example: Tensor) -> tuple[int, int]:
