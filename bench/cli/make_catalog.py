@@ -80,7 +80,8 @@ def _suite_keys() -> list[list[str]]:
     for key, (kind, least) in SCALARS.items():
         default = fields[key].default
         shown = "required" if key == "name" else _toml(default) if default is not None else "none"
-        rows.append([key, kind.__name__ + (f" >= {least}" if least is not None else ""), shown])
+        kind_text = kind.__name__ + (f" >= {least}" if least is not None else "")
+        rows.append([key, kind_text + (' or "auto"' if default == "auto" else ""), shown])
     kinds = {"controls": "true, false or a list of names", "rerun_seeds": "list of integers >= 0"}
     shown = {"controls": "true (every control)"}
     for key in LISTS:
