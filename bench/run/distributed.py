@@ -27,12 +27,21 @@ def worker_device(requested: torch.device, *, local_rank: int, n_gpus: int) -> t
     return torch.device("cuda", local_rank % n_gpus)
 
 
+def workers_sharing(requested: torch.device, *, local_rank: int, local: int, n_gpus: int) -> int:
+    """How many of a node's ``local`` workers share the device of the one with ``local_rank`` (:func:`worker_device`):
+    all of them on the CPU or on a GPU the user named; with a GPU per worker in turn, those of its turn."""
+    if requested.type != "cuda" or requested.index is not None or n_gpus < 1:
+        return max(1, local)
+    return max(1, len(range(local_rank % n_gpus, local, n_gpus)))
+
+
 @dataclass(frozen=True)
 class Worker:
     """This process among the run's workers (torchrun's ``RANK`` of ``WORLD_SIZE``; 0 of 1 alone)."""
 
     rank: int = 0
     world: int = 1
+    sharing: int = 1  # the workers on this worker's device (its calls' share of the memory: bench.run.sizing)
 
     @property
     def first(self) -> bool:
@@ -45,9 +54,10 @@ class Worker:
         world = int(os.environ.get("WORLD_SIZE", "1"))
         if world <= 1:
             return cls(), requested
-        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        local_rank, local = int(os.environ.get("LOCAL_RANK", "0")), int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         n_gpus = torch.cuda.device_count() if requested.type == "cuda" else 0
         device = worker_device(requested, local_rank=local_rank, n_gpus=n_gpus)
         if device.type == "cuda":
             torch.cuda.set_device(device)
-        return cls(int(os.environ.get("RANK", "0")), world), device
+        sharing = workers_sharing(requested, local_rank=local_rank, local=local, n_gpus=n_gpus)
+        return cls(int(os.environ.get("RANK", "0")), world, sharing), device

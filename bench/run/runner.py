@@ -35,7 +35,7 @@ from faithbench.bench.run.fit import check_own_models
 from faithbench.bench.run.pairing import SharedItems, save_shared, share_items, shared_digest
 from faithbench.bench.run.plan import Plan, plan, resume_count
 from faithbench.bench.run.provenance import provenance, registry_catalog
-from faithbench.bench.run.sizing import AUTO, free_bytes, image_probe, model_sizes, suite_max_batch, workers_on_device
+from faithbench.bench.run.sizing import AUTO, free_bytes, image_probe, model_sizes, suite_max_batch
 from faithbench.bench.run.suite import Suite
 from faithbench.bench.run.suite_files import plugin_folders
 from faithbench.bench.run.work import Outcome, Work
@@ -189,7 +189,7 @@ def _run(steps: Plan, out: Path, dev: torch.device, worker: Worker, progress: bo
         zoo.build_missing(suite.models)
 
     # a deciding model's calls before any unit: sized as its units' (a closure without the plan: the walk stays short)
-    free, image, workers = free_bytes(dev), data.images[:1], workers_on_device()
+    free, image, workers = free_bytes(dev), data.images[:1], worker.sharing
     batch_size, max_batch = suite.batch_size, suite.max_batch
     sized = free is not None and max_batch == AUTO
     scales = {m: input_scale(steps, stand_in(m)) for x in steps.metrics for m in x.deciders} if sized else {}
@@ -220,7 +220,7 @@ def _run(steps: Plan, out: Path, dev: torch.device, worker: Worker, progress: bo
 
     work = Work(
         steps=steps, data=data, ids=ids, device=dev, shared=shared, digest=digest, prov=prov, files=files,
-        paused=bar.paused, newly_done=newly_done, verbose=worker.first,
+        paused=bar.paused, newly_done=newly_done, verbose=worker.first, sharing=worker.sharing,
     )  # fmt: skip
     try:  # worker 0 waits for the others' pieces
         finished = work.run(wait=worker.first, poll_s=POLL_S)

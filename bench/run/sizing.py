@@ -3,7 +3,7 @@
 On the CPU ``auto`` is :data:`CPU_MAX_BATCH` inputs per call: there a call's time goes with its size, and small calls
 stay in the caches. On a GPU a 28 px model's call is thousands of small kernels whatever its size, so the time goes
 with the number of calls: each model's calls there take as many inputs as :data:`MEMORY_SHARE` of the device's free
-memory holds, shared by the run's workers on that device (``LOCAL_WORLD_SIZE``), between :data:`LEAST` and
+memory holds, shared by the run's workers on that device (``Worker.sharing``), between :data:`LEAST` and
 :data:`MOST`. What one input costs is measured, not guessed, by two probes of the model on copies of its largest input
 (a grid of images where a metric explains whole grids), each the difference of two batch sizes per row:
 
@@ -20,7 +20,6 @@ its ``max_batch`` (the ratio of the suite's defaults, 64 and 256). A number (``-
 
 from __future__ import annotations
 
-import os
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -145,11 +144,6 @@ def free_bytes(device: torch.device) -> int | None:
         return None
     free, _ = torch.cuda.mem_get_info(device)
     return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-
-
-def workers_on_device() -> int:
-    """The run's workers that share this machine's devices (``LOCAL_WORLD_SIZE``: torchrun, ``--workers``)."""
-    return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
 
 
 def model_sizes(

@@ -26,7 +26,7 @@ from faithbench.bench.run.evaluate import evaluate_unit, suite_unit
 from faithbench.bench.run.fingerprints import fingerprint, identical_pairs
 from faithbench.bench.run.pairing import SharedItems
 from faithbench.bench.run.plan import Job, Plan, unit_key
-from faithbench.bench.run.sizing import Sizes, free_bytes, workers_on_device
+from faithbench.bench.run.sizing import Sizes, free_bytes
 from faithbench.bench.store.identity import warning_line
 from faithbench.bench.store.unit_files import Piece, UnitFiles
 from faithbench.metrics.mapstore import MapStore
@@ -77,6 +77,7 @@ class Work:
     paused: Callable[[], AbstractContextManager] = nullcontext
     newly_done: Callable[[Pair, bool], None] = lambda pair, computed: None
     verbose: bool = True
+    sharing: int = 1  # the workers on this device: its memory's share (bench.run.sizing)
     keys: dict[Pair, str | None] = field(default_factory=dict, init=False)  # None: the method cannot explain it
     meta: dict[Pair, dict] = field(default_factory=dict, init=False)
     done: dict[Pair, dict] = field(default_factory=dict, init=False)
@@ -126,7 +127,7 @@ class Work:
         """The model's call sizes on this worker's device (:mod:`faithbench.bench.run.sizing`), stated when a GPU's
         memory sized them."""
         free = free_bytes(self.device)
-        sizes = plan_sizes(self.steps, model, free, workers_on_device(), self.data.images[:1], model.module)
+        sizes = plan_sizes(self.steps, model, free, self.sharing, self.data.images[:1], model.module)
         if self.verbose and sizes.budget is not None:
             tqdm.write(f"{model.name}: {sizes.text()}", file=sys.stderr)
         return sizes
