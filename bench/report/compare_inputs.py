@@ -19,8 +19,10 @@ REQUIRED = [*KEY, "mean", "higher_is_better", *COUNTS, "params"]
 FAILING = ["MISSING", "NEW", "PROTOCOL", "NAN", "COUNTS", "REGRESSED", "CHANGED"]
 # Row columns that say what a score means, compared where both files have them (besides params).
 ROW_PROTOCOL = ["aggregate", "unit", "seed"]
-# Keys of params that change the cost columns, never the scores.
+# Keys of params that change the cost columns, never the scores: the inputs per call, and the method parameters that
+# only batch a method's work (IntegratedGradients' rows per pass, ``auto`` or a number).
 COST_PARAMS = frozenset({"max_batch"})
+COST_METHOD_PARAMS = frozenset({"internal_batch_size"})
 # Suite settings (run.json) that change every score of the run.
 SUITE_PROTOCOL = ["dataset", "seed", "n_samples", "batch_size"]
 SHOWN = 3  # rows named per finding in the "what differs" header
@@ -77,7 +79,10 @@ def _params(frame: pd.DataFrame, where: str) -> list[dict]:
             raise UserError(
                 f"{where}: column params holds {text!r}, not a JSON object (row {key_text(tuple(frame[KEY].iloc[i]))})"
             )
-        out.append({k: val for k, val in parsed.items() if k not in COST_PARAMS})
+        kept = {k: val for k, val in parsed.items() if k not in COST_PARAMS}
+        if isinstance(kept.get("method_params"), dict):
+            kept["method_params"] = {k: val for k, val in kept["method_params"].items() if k not in COST_METHOD_PARAMS}
+        out.append(kept)
     return out
 
 

@@ -163,7 +163,8 @@ def compare(
     every registered metric's :attr:`~faithbench.metrics.spec.MetricSpec.float_floor`) is what float rounding alone
     moves the metric's mean. A row fails when it is missing from the
     new run (``MISSING``), when it is only in the new run (``NEW``; ``allow_new_rows`` accepts it as ``new``), when
-    it was scored with another protocol (``PROTOCOL``: its params other than ``max_batch``, its seed, unit,
+    it was scored with another protocol (``PROTOCOL``: its params other than the cost-only ``max_batch`` and
+    IntegratedGradients' ``internal_batch_size``, its seed, unit,
     direction or aggregate differ, or the suites' dataset, seed, n_samples or batch_size do), when a finite score
     became NaN (``NAN``), when its sample counts ``n``, ``n_undefined`` or ``n_dropped`` changed (``COUNTS``), when
     its score got worse by more than the allowance (direction-aware, ``REGRESSED``), or -- with ``two_sided`` --

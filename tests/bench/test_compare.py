@@ -94,6 +94,24 @@ def test_a_max_batch_difference_does_not_fail(parts, base, tmp_path, capsys):
     assert "PROTOCOL" not in out
 
 
+def test_a_method_parameter_that_only_batches_does_not_fail(parts, base, tmp_path, capsys):
+    """IntegratedGradients' internal_batch_size (64, now auto) changes its rows per pass, not its maps; another
+    method parameter still fails the gate."""
+
+    def with_params(**method_params):
+        res = parts[0].copy()
+        res["params"] = [
+            json.dumps({**json.loads(p), "method_params": {**json.loads(p).get("method_params", {}), **method_params}})
+            for p in res.params
+        ]
+        return res
+
+    code, out, _ = _gate(capsys, base, _new(parts, tmp_path, results=with_params(internal_batch_size="auto")))
+    assert code == 0 and "PROTOCOL" not in out, out
+    code, out, _ = _gate(capsys, base, _new(parts, tmp_path / "other", results=with_params(n_steps=7)))
+    assert code != 0 and "params.method_params.n_steps" in out, out
+
+
 def test_a_renamed_suite_alone_is_reported_not_failing(parts, base, tmp_path, capsys):
     res = parts[0].assign(suite="smoke2")
     run = json.loads(json.dumps(parts[2]))
