@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from faithbench.metrics.costs import MetricCost  # what a hook asks, imported by name from here too
 from faithbench.metrics.types import Example, MetricResult  # the hooks' results, imported by name from here too
 
 if TYPE_CHECKING:  # type hints only: the metrics layer does not import the adapters at run time
@@ -31,35 +32,6 @@ if TYPE_CHECKING:  # type hints only: the metrics layer does not import the adap
 @dataclass(frozen=True)
 class NoConfig:
     """Config of a metric without parameters."""
-
-
-@dataclass(frozen=True)
-class MetricCost:
-    """One computation a metric asks of one piece of a unit, for the run's cost estimate (``bench run --dry-run``,
-    :mod:`faithbench.bench.run.estimate`): ``explanations`` (input, target) pairs of the unit's method and ``inputs``
-    model inputs of the metric's own (perturbed images, predictions), each in ``passes`` equal runs (a run's
-    explanations ``explain_batch``, its inputs ``eval_batch`` per call); ``repeats`` consecutive pairs share one input
-    (GridPG's cells on their grid: methods that share equal inputs explain it once). Equal ``key``s are one
-    computation, counted once per ``scope``: ``unit`` (per unit and piece) or ``model`` (shared by a model's units:
-    once per model and piece). ``note``: why the count is an estimate ("" where it is exact). ``pooled``: its
-    inputs go through :attr:`Unit.forward`, so a suite run scores them with the unit's other pooled inputs (the
-    estimate pools them as the runner does). ``input_scale``: its inputs are this many model input sizes across
-    (GridPG's whole grids: the grid's side; the memory of a call, :mod:`faithbench.bench.run.sizing`)."""
-
-    key: Hashable
-    explanations: int = 0
-    inputs: int = 0
-    repeats: int = 1
-    passes: int = 1
-    scope: str = "unit"
-    note: str = ""
-    pooled: bool = False
-    input_scale: int = 1
-
-    def requests(self, eval_batch: int) -> list[int]:
-        """The sizes of the model calls its own inputs make on their own, in order."""
-        runs = (-(-self.inputs // self.passes),) * self.passes if self.inputs else ()
-        return [min(eval_batch, r - s) for r in runs for s in range(0, r, eval_batch)]
 
 
 def sample_maps_cost(unit: Unit, target: str = "label") -> tuple[MetricCost, ...]:
@@ -151,6 +123,8 @@ class Unit:
         batch_size: inputs per explanation call; metrics perturb ``4 * batch_size`` per model call.
         max_batch: at most this many inputs per model call, for the method and every metric
             (:attr:`explain_batch`, :attr:`eval_batch`); ``eval_rows``: the metrics' (no gradients) instead.
+        sized_at: the inputs ``max_batch`` was sized for from a device's memory, in model input sizes across (a
+            3 x 3 grid: 3); an explanation of smaller inputs takes as many more rows as their area is smaller.
         rank, world: this process's shard: items i with i % world == rank.
         model_cache: shared by every unit of the same model (e.g. its GridPG grids).
         cache: shared by the metrics of this unit (e.g. the sample explanations).
@@ -176,6 +150,7 @@ class Unit:
     explain_time: dict[str, float] = field(default_factory=dict)
     max_batch: int = 256
     eval_rows: int | None = None  # a GPU's, from its memory (bench.run.sizing)
+    sized_at: int = 1
     maps: MapStore | None = None
     replay: bool = False
     shared: dict[str, Any] = field(default_factory=dict)
@@ -200,6 +175,10 @@ class Unit:
         """Inputs per plain or perturbed model call of a metric (no gradients)."""
         return min(4 * self.batch_size, self.max_batch) if self.eval_rows is None else self.eval_rows
 
+    def rows_at(self, scale: int) -> int:
+        """At most this many inputs per explanation call of inputs ``scale`` model input sizes across."""
+        return self.max_batch * max(1, self.sized_at // max(1, scale)) ** 2
+
     def take(self, n: int) -> Tensor:
         """This shard's item indices among ``n`` items (none when there are fewer items than shards before it)."""
         return torch.arange(min(self.rank, n), n, self.world)
@@ -212,7 +191,8 @@ class Unit:
         stored = self.maps is not None and not self.method.capabilities.model_free  # controls: cheaper to redo
         if self.replay and stored:
             return self.maps.lookup(tag, inputs, targets)
-        maps = self.method.attribute(model or self.model, inputs, targets, max_batch=self.max_batch)
+        scale = inputs.shape[-1] // self.model.input_size[-1] if self.sized_at > 1 else 1
+        maps = self.method.attribute(model or self.model, inputs, targets, max_batch=self.rows_at(scale))
         if stored and not self.replay:
             self.maps.add(tag, inputs, targets, maps)
         return maps

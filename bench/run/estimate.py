@@ -128,7 +128,7 @@ def _count(item: MetricCost, unit: Unit, per: int, share: bool) -> tuple[int, in
     for start in range(0, rows, b):
         end = min(start + b, rows)
         n = (end - 1) // r - start // r + 1 if share else end - start
-        calls += item.passes * unit.method.model_calls(n, per, unit.max_batch)
+        calls += item.passes * unit.method.model_calls(n, per, unit.rows_at(item.input_scale))
         inputs += item.passes * n * per
     return inputs, calls
 
@@ -141,16 +141,20 @@ def _unit(
     return Unit(model=model, method=method, images=torch.empty(n_images, 0), labels=torch.zeros(n_images).long(),
                 sample_ids=torch.arange(samples), batch_size=sizes.batch_size, device=torch.device("cpu"), rank=piece,
                 world=suite.pieces, max_batch=sizes.max_batch, eval_rows=sizes.eval_rows,
-                shared=shared)  # fmt: skip
+                sized_at=sizes.sized_at, shared=shared)  # fmt: skip
 
 
-def input_scale(steps: Plan, model: ModelAdapter) -> int:
-    """The largest inputs of ``model`` in the plan, in model input sizes across (``MetricCost.input_scale``)."""
-    scale = 1
+def input_scale(steps: Plan, model: ModelAdapter) -> tuple[int, int]:
+    """The largest inputs of ``model`` in the plan, in model input sizes across (``MetricCost.input_scale``): those it
+    explains (calls with gradients) and those the metrics score themselves (without)."""
+    explained = scored = 1
     for job in steps.jobs:
         unit = _unit(steps, model, job.build(), 0, 0, {}, Sizes(1, 1))
-        scale = max([scale, *(item.input_scale for _, item in _items(steps, unit) if item is not None)])
-    return scale
+        for _, item in _items(steps, unit):
+            if item is not None:
+                explained = max(explained, item.input_scale if item.explanations else 1)
+                scored = max(scored, item.input_scale if item.inputs else 1)
+    return explained, scored
 
 
 def plan_sizes(
@@ -160,8 +164,9 @@ def plan_sizes(
     bytes (None: the CPU) shared by ``workers``, its memory probed on ``module`` (the model's own or an architecture
     of it; None: not probed) with ``image`` (one evaluation image) at the plan's largest inputs."""
     suite = steps.suite
-    scale = input_scale(steps, model) if free is not None and suite.max_batch == AUTO else 1
-    return model_sizes(suite.batch_size, suite.max_batch, free, image_probe(module, model, image, scale), workers)
+    scales = input_scale(steps, model) if free is not None and suite.max_batch == AUTO else (1, 1)
+    probe = image_probe(module, model, image, scales)
+    return model_sizes(suite.batch_size, suite.max_batch, free, probe, workers, scales[0])
 
 
 def architecture(name: str) -> nn.Module | None:

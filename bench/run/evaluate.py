@@ -68,6 +68,7 @@ def suite_unit(
         device=device,
         max_batch=sizes.max_batch,
         eval_rows=sizes.eval_rows,
+        sized_at=sizes.sized_at,
         pool_calls=suite.pool_calls,
         **state,
     )

@@ -129,7 +129,8 @@ def _rescore(
             models = {unit["model"]: (load_model(unit["model"], device=dev), {})}
         model, model_cache = models[unit["model"]]
         recorded = unit.get("max_batch") or suite_max_batch(suite.max_batch)  # the run's calls again
-        sizes = Sizes(unit.get("batch_size", suite.batch_size), recorded, unit.get("eval_rows"))
+        batch = unit.get("batch_size", suite.batch_size)
+        sizes = Sizes(batch, recorded, unit.get("eval_rows"), sized_at=unit.get("sized_at", 1))
         job = suite_unit(suite, model, method, data, ids, dev, sizes, model_cache=model_cache, maps=maps, replay=True,
                          shared=shared)  # fmt: skip
         metrics = {m: rec for m, rec in unit["metrics"].items() if m not in per_metric}

@@ -195,7 +195,7 @@ def _run(steps: Plan, out: Path, dev: torch.device, worker: Worker, progress: bo
     scales = {m: input_scale(steps, stand_in(m)) for x in steps.metrics for m in x.deciders} if sized else {}
 
     def batch_of(model: ModelAdapter) -> int:
-        probe = image_probe(model.module, model, image, scales.get(model.name, 1))
+        probe = image_probe(model.module, model, image, scales.get(model.name, (1, 1)))
         return model_sizes(batch_size, max_batch, free, probe, workers).eval_batch
 
     shared = share_items(steps, data, dev, lambda name: load_model(name, device=dev), batch_of)

@@ -5,7 +5,8 @@ stay in the caches. On a GPU a 28 px model's call is thousands of small kernels 
 with the number of calls: each model's calls there take as many inputs as :data:`MEMORY_SHARE` of the device's free
 memory holds, shared by the run's workers on that device (``Worker.sharing``), between :data:`LEAST` and
 :data:`MOST`. What one input costs is measured, not guessed, by two probes of the model on copies of its largest input
-(a grid of images where a metric explains whole grids), each the difference of two batch sizes per row:
+(a grid of images where a metric explains whole grids; the metrics' own inputs at their own size), each the difference
+of two batch sizes per row:
 
 - with gradients (a method's calls, ``max_batch``): the bytes autograd keeps for the backward pass, the bulk of a
   forward and backward's memory (:data:`HEADROOM` covers the backward's own buffers);
@@ -50,6 +51,7 @@ class Sizes:
     eval_rows: int | None = None
     row_bytes: tuple[int, int] | None = None
     budget: int | None = None
+    sized_at: int = 1  # max_batch holds for inputs this many model input sizes across; smaller ones take more rows
 
     @property
     def eval_batch(self) -> int:
@@ -152,10 +154,12 @@ def model_sizes(
     free: int | None,
     probe: Callable[[], tuple[int, int] | None],
     workers: int = 1,
+    sized_at: int = 1,
 ) -> Sizes:
     """A model's :class:`Sizes`: ``max_batch`` as given, or ``auto``: the CPU's where ``free`` is None (no GPU), else
     as many inputs as ``MEMORY_SHARE * free / workers`` bytes hold at ``probe()``'s bytes per input with and without
-    gradients (None: the model cannot be probed; the CPU's sizes)."""
+    gradients (None: the model cannot be probed; the CPU's sizes), with gradients for inputs ``sized_at`` model input
+    sizes across (the probe's)."""
     if max_batch != AUTO:
         return Sizes(batch_size, int(max_batch))
     per_row = probe() if free is not None else None
@@ -163,7 +167,7 @@ def model_sizes(
         return Sizes(batch_size, CPU_MAX_BATCH)
     budget = int(MEMORY_SHARE * free / workers)
     grad, plain = (min(MOST, max(LEAST, int(budget / (HEADROOM * b)) // 64 * 64)) for b in per_row)
-    return Sizes(max(batch_size, grad // 4), grad, max(plain, grad), per_row, budget)
+    return Sizes(max(batch_size, grad // 4), grad, max(plain, grad), per_row, budget, sized_at)
 
 
 def suite_max_batch(max_batch: int | str) -> int:
@@ -172,16 +176,15 @@ def suite_max_batch(max_batch: int | str) -> int:
 
 
 def image_probe(
-    module: nn.Module | None, model: Any, image: Tensor | None, scale: int
+    module: nn.Module | None, model: Any, image: Tensor | None, scales: tuple[int, int]
 ) -> Callable[[], tuple[int, int] | None]:
     """The probe of ``model`` (its adapter; ``module``: its network, or an architecture of it) in a run: a model
     without image inputs, no ``module`` or no ``image``: none (None); else :func:`row_bytes` of ``module`` on
-    ``image`` (one, in [0, 1]) tiled ``scale`` x ``scale`` and encoded; a model that takes only its own input size
-    is probed there and charged the area's ``scale**2``."""
+    ``image`` (one, in [0, 1]) tiled ``scale`` x ``scale`` and encoded, with gradients at the first of ``scales`` (the
+    largest inputs it explains) and without at the second (the largest the metrics score). A model that takes only
+    its own input size is probed there and charged the area's ``scale**2``."""
 
-    def probe() -> tuple[int, int] | None:
-        if module is None or image is None or model.modality != "image":
-            return None
+    def at(scale: int) -> tuple[int, int]:
         weight = next(module.parameters(), None)
         one = image[:1].to(weight.device if weight is not None else "cpu")
         if scale > 1:
@@ -191,5 +194,12 @@ def image_probe(
                 pass
         grad, plain = row_bytes(module, model.encode(one))
         return grad * scale**2, plain * scale**2
+
+    def probe() -> tuple[int, int] | None:
+        if module is None or image is None or model.modality != "image":
+            return None
+        explained, scored = scales
+        grad = at(explained)
+        return grad[0], (grad if scored == explained else at(scored))[1]
 
     return probe

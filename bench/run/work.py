@@ -212,6 +212,7 @@ class Work:
             "max_batch": self.sizes[name].max_batch,
             "batch_size": self.sizes[name].batch_size,
             "eval_rows": self.sizes[name].eval_rows,
+            "sized_at": self.sizes[name].sized_at,
         }
 
     def _unit_of(self, name: str, job: Job, ids: torch.Tensor, **state: Any) -> Any:

@@ -91,23 +91,26 @@ def test_sizes_from_memory_known_answers():
 
 
 def test_a_grid_is_probed_at_its_size_or_charged_its_area():
-    """A conv net takes a 3 x 3 grid: probed on it (its activations grow with the area). A net with a fixed-size
-    linear head cannot: probed at its own size and charged 9x."""
+    """A conv net takes a 3 x 3 grid: probed on it (its activations grow with the area); the metrics' own inputs at
+    their own size. A net with a fixed-size linear head cannot take the grid: probed at its own size and charged 9x."""
     model = argparse.Namespace(modality="image", encode=lambda x: x)
     conv = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
     image = torch.rand(1, 1, 8, 8)
-    native, grid = image_probe(conv, model, image, 1)(), image_probe(conv, model, image, 3)()
-    assert grid[0] == 9 * native[0]
+    native, grid = image_probe(conv, model, image, (1, 1))(), image_probe(conv, model, image, (3, 3))()
+    assert grid == (9 * native[0], 9 * native[1])
+    assert image_probe(conv, model, image, (3, 1))() == (9 * native[0], native[1])  # grids explained, images scored
     fixed = nn.Sequential(nn.Flatten(), nn.Linear(64, 3))
-    assert image_probe(fixed, model, image, 3)() == tuple(9 * b for b in image_probe(fixed, model, image, 1)())
+    assert image_probe(fixed, model, image, (3, 3))() == tuple(
+        9 * b for b in image_probe(fixed, model, image, (1, 1))()
+    )
     text = argparse.Namespace(modality="text", encode=lambda x: x)
-    assert image_probe(conv, text, image, 1)() is None and image_probe(None, model, image, 1)() is None
+    assert image_probe(conv, text, image, (1, 1))() is None and image_probe(None, model, image, (1, 1))() is None
 
 
 def test_the_vision_plan_gives_cnns_whole_grids_and_vits_windows():
     steps = plan(load_suite("vision"))
-    assert input_scale(steps, stand_in("bcos_cnn_mnist")) == 3  # 3 x 3 grids in one pass
-    assert input_scale(steps, stand_in("bcos_vit_mnist")) == 1  # windows of one cell
+    assert input_scale(steps, stand_in("bcos_cnn_mnist")) == (3, 1)  # 3 x 3 grids explained in one pass; images scored
+    assert input_scale(steps, stand_in("bcos_vit_mnist")) == (1, 1)  # windows of one cell
 
 
 def test_max_batch_takes_auto_or_a_number():
@@ -196,3 +199,16 @@ def test_memory_sized_calls_give_the_same_scores(runs):
         atol=1e-5,
     )
     assert close.all(), both.loc[~close.numpy(), [*keys, "mean_cpu", "mean_gpu"]]
+
+
+def test_smaller_inputs_take_more_rows_than_the_grid_the_calls_were_sized_for():
+    """max_batch sized for 3 x 3 grids: a single image (a ninth of the area) takes 9x the rows; a grid its own; the
+    CPU's sizes (sized_at 1) are the same for every input."""
+    from faithbench.metrics.spec import Unit
+
+    def unit(sized_at: int) -> Unit:
+        return Unit(model=None, method=None, images=torch.empty(0), labels=torch.empty(0), sample_ids=torch.empty(0),
+                    batch_size=16, device=torch.device("cpu"), max_batch=100, sized_at=sized_at)  # fmt: skip
+
+    assert (unit(3).rows_at(1), unit(3).rows_at(3), unit(2).rows_at(1)) == (900, 100, 400)
+    assert unit(1).rows_at(1) == unit(1).rows_at(3) == 100
