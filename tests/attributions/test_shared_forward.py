@@ -32,12 +32,14 @@ def test_rows_that_differ_in_one_bit_are_not_equal():
 
 
 def grid_rows(n_inputs: int, n_targets: int, shuffle: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """GridPG's rows: each input once per target (targets of one input consecutive), plus one unrepeated input."""
-    images = torch.rand(n_inputs + 1, 1, 28, 28, generator=GEN)
+    """GridPG's rows: each input once per target (targets of one input consecutive), plus one unrepeated input. Its
+    own generator: the same rows whatever ran before (xdist's order would change them, and the float gap with them)."""
+    gen = torch.Generator().manual_seed(5)
+    images = torch.rand(n_inputs + 1, 1, 28, 28, generator=gen)
     index = torch.cat([torch.arange(n_inputs).repeat_interleave(n_targets), torch.tensor([n_inputs])])
     targets = torch.cat([torch.arange(n_targets).repeat(n_inputs) * 2 + 1, torch.tensor([5])])
     if shuffle:
-        order = torch.randperm(len(index), generator=GEN)
+        order = torch.randperm(len(index), generator=gen)
         index, targets = index[order], targets[order]
     return images[index], targets
 
