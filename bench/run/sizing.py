@@ -33,7 +33,7 @@ from torch.utils._pytree import tree_flatten
 
 AUTO = "auto"
 CPU_MAX_BATCH = 256  # inputs per call on the CPU, and for a model the probe cannot measure (text models)
-LEAST, MOST = 256, 16384  # memory-sized calls: at least the CPU's, at most this (returns fall off long before)
+LEAST, MOST = 256, 16384  # memory-sized calls: multiples of the CPU's, up to this (returns fall off long before)
 MEMORY_SHARE = 0.5  # of the free device memory for the calls' activations (the rest: models, maps, the allocator)
 HEADROOM = 1.25  # a forward and backward's peak over the bytes it saves (14.6 vs 14.0 MB per 84 px B-cos grid)
 ASSUMED_FREE_GIB = 80.0  # a dry run's GPU that this machine cannot see: an H100's memory
@@ -166,7 +166,8 @@ def model_sizes(
     if per_row is None:
         return Sizes(batch_size, CPU_MAX_BATCH)
     budget = int(MEMORY_SHARE * free / workers)
-    grad, plain = (min(MOST, max(LEAST, int(budget / (HEADROOM * b)) // 64 * 64)) for b in per_row)
+    # whole multiples of the CPU's 256: the same sizes over small swings of free memory from run to run
+    grad, plain = (min(MOST, max(LEAST, int(budget / (HEADROOM * b)) // LEAST * LEAST)) for b in per_row)
     return Sizes(max(batch_size, grad // 4), grad, max(plain, grad), per_row, budget, sized_at)
 
 

@@ -82,10 +82,11 @@ def test_sizes_from_memory_known_answers():
     # four workers on the device share it: a quarter each
     four = model_sizes(64, "auto", 10 * gib, probe, workers=4)
     assert (four.max_batch, four.eval_batch, four.batch_size) == (1024, 4096, 256)
-    # never below the CPU's sizes, whole multiples of 64, and the suite's batch size when it is larger
+    # never below the CPU's sizes, whole multiples of 256 (1365 fit: 1280), and the suite's batch size when larger
     assert model_sizes(64, "auto", gib, lambda: (100 * MIB, 100 * MIB)).max_batch == LEAST
     odd = model_sizes(2000, "auto", 10 * gib, lambda: (3 * MIB, MIB))
-    assert odd.max_batch == int(5 * 1024 / (HEADROOM * 3)) // 64 * 64 == 1344 and odd.batch_size == 2000
+    assert int(5 * 1024 / (HEADROOM * 3)) == 1365 and odd.max_batch == 1280 and odd.batch_size == 2000
+    assert odd.eval_batch == 4096  # 5 GiB / 1.25 MiB
     # a model the probe cannot measure (a text model): the CPU's sizes
     assert model_sizes(64, "auto", 10 * gib, lambda: None) == Sizes(64, CPU_MAX_BATCH)
 
