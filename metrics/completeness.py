@@ -79,15 +79,19 @@ def applies(unit: Unit) -> str | None:
     return None
 
 
-def _per_sample(unit: Unit, name: str, compute: Callable[[ModelAdapter, Tensor, Tensor], Tensor]) -> Tensor:
-    """``compute(model, inputs, targets)`` over this shard's samples, ``eval_batch`` at a time, once per unit."""
+def _per_sample(unit: Unit, name: str, compute: Callable[[ModelAdapter, Tensor, Tensor], Tensor], b: int) -> Tensor:
+    """``compute(model, inputs, targets)`` over this shard's samples, ``b`` at a time, once per unit."""
 
     def run() -> Tensor:
         x, t, _ = unit.samples()
-        b = min(unit.eval_batch, unit.max_batch) if name == "positional" else unit.eval_batch  # it takes gradients
         return torch.cat([compute(unit.model, x[s : s + b], t[s : s + b]) for s in range(0, len(x), b)])
 
     return unit.memo(("completeness", name), run)
+
+
+def _positional(unit: Unit) -> Tensor:
+    """The positional term per sample: a backward pass, so at most ``max_batch`` at a time."""
+    return _per_sample(unit, "positional", unit.method.positional_term, min(unit.eval_batch, unit.max_batch))
 
 
 def evaluate(unit: Unit, cfg: CompletenessConfig) -> MetricResult:
@@ -97,9 +101,9 @@ def evaluate(unit: Unit, cfg: CompletenessConfig) -> MetricResult:
     params |= to_dict(cfg) if unit.method.has_positional_term(unit.model) else {}
     if len(ids) == 0:
         return MetricResult.empty(params, "samples")
-    ref = _per_sample(unit, "claim", unit.method.completeness_target)
+    ref = _per_sample(unit, "claim", unit.method.completeness_target, unit.eval_batch)
     if "positional_term" in params and cfg.positional_term == "separate":
-        ref = ref - _per_sample(unit, "positional", unit.method.positional_term)
+        ref = ref - _positional(unit)
         params["claim"] += " - positional term"
     scores = completeness_gap(unit.sample_maps(), ref)
     return MetricResult(
@@ -136,8 +140,8 @@ def evaluate_positional(unit: Unit, cfg: CompletenessConfig) -> MetricResult:
     params = {"claim": unit.method.completeness}
     if len(ids) == 0:
         return MetricResult.empty(params, "samples")
-    claim = _per_sample(unit, "claim", unit.method.completeness_target)
-    share = positional_share(_per_sample(unit, "positional", unit.method.positional_term), claim)
+    claim = _per_sample(unit, "claim", unit.method.completeness_target, unit.eval_batch)
+    share = positional_share(_positional(unit), claim)
     return MetricResult(values=share, undefined=share.isnan(), sample_ids=ids, params=params, explained="samples")
 
 

@@ -14,6 +14,21 @@ from dataclasses import dataclass
 
 import torch
 
+from faithbench.errors import UserError
+
+
+def device_named(device: str) -> torch.device:
+    """``--device``: ``auto`` (a GPU where this machine has one), ``cpu``, ``cuda`` or ``cuda:N``, as a torch device
+    (whether that GPU exists is the run's check: a dry run plans for one it lacks)."""
+    name = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        raise UserError(f"unknown device {device!r}; valid: auto, cpu, cuda, cuda:N") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise UserError(f"device {device!r} is not supported; valid: auto, cpu, cuda, cuda:N")
+    return dev
+
 
 def worker_device(requested: torch.device, *, local_rank: int, n_gpus: int) -> torch.device:
     """The device of the worker with ``local_rank`` on its node. ``requested`` is the resolved ``--device``

@@ -12,13 +12,12 @@ import pandas as pd
 import torch
 
 from faithbench.bench.run.data import load_data
-from faithbench.bench.run.estimate import Estimate, estimate
+from faithbench.bench.run.distributed import device_named
+from faithbench.bench.run.estimate import Estimate, device_free, estimate
 from faithbench.bench.run.plan import Plan, plan
 from faithbench.bench.run.run_status import plan_table
-from faithbench.bench.run.sizing import ASSUMED_FREE_GIB, free_bytes
 from faithbench.bench.run.suite import Suite
 from faithbench.bench.run.time_estimate import time_from_slice, time_lines
-from faithbench.errors import UserError
 from faithbench.models.data.datasets import DATASETS
 from faithbench.models.data.hf import HF_DATASETS
 from faithbench.progress import clock_text
@@ -41,7 +40,7 @@ def dry_run_text(
     unit times scale to the plan's (:mod:`faithbench.bench.run.time_estimate`), for the suite and each tier;
     ``device`` (``auto``: a GPU where this machine has one) and ``workers`` on it: the plan's call sizes
     (:mod:`faithbench.bench.run.sizing`)."""
-    steps, dev = plan(suite), plan_device(device)
+    steps, dev = plan(suite), device_named(device)
     count, image = evaluation_set(suite)
     cost = estimate(steps, n_images=count, device=dev, workers=workers, image=image)
     table = _units_table(steps, cost)
@@ -118,7 +117,7 @@ def _summary(suite: Suite, cost: Estimate, device: torch.device, workers: int) -
         f"≈ {inputs:,} model inputs in all: an estimate of the images through the models (a backward pass counted "
         f"with its forward; {each:,} of them shared by a model's units, {before:,} choosing items for every model "
         f"before any unit), not of model calls, which follow from the batch sizes: ≈ {calls:,} calls on "
-        f"{_device_text(device, workers)} at {_sizes_text(suite, cost)}"
+        f"{_device_text(device, workers)} at {_sizes_text(cost)}"
         f"{', the removal metrics pooled' if suite.pool_calls else ', every metric on its own (pool_calls false)'}. "
         "Per unit above: - the model refuses the method; ? it "
         "may refuse it when it loads (its rules need layers the model may lack); ~ an estimate:"
@@ -128,12 +127,12 @@ def _summary(suite: Suite, cost: Estimate, device: torch.device, workers: int) -
 def _device_text(device: torch.device, workers: int) -> str:
     if device.type == "cpu":
         return "the CPU"
-    seen = torch.cuda.is_available()
-    free = f"{free_bytes(device) / 2**30:.0f} GiB free" if seen else f"{ASSUMED_FREE_GIB:.0f} GiB free (assumed)"
+    assumed = "" if torch.cuda.is_available() else " (assumed)"
+    free = f"{(device_free(device) or 0) / 2**30:.0f} GiB free{assumed}"
     return f"{device} ({free}, {workers} worker{'s' if workers > 1 else ''} on it)"
 
 
-def _sizes_text(suite: Suite, cost: Estimate) -> str:
+def _sizes_text(cost: Estimate) -> str:
     """The sizes: the suite's, or where a GPU's memory sized them, each model's (the table's columns)."""
     if all(s.budget is None for s in cost.models["sizes"]):
         return cost.models["sizes"].iloc[0].text()
@@ -143,19 +142,6 @@ def _sizes_text(suite: Suite, cost: Estimate) -> str:
     )
 
 
-def plan_device(device: str) -> torch.device:
-    """The device a dry run plans for (``auto``: a GPU where this machine has one; a GPU it lacks is planned with the
-    memory :mod:`faithbench.bench.run.sizing` assumes)."""
-    name = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
-    try:
-        dev = torch.device(name)
-    except RuntimeError:
-        raise UserError(f"unknown device {device!r}; valid: auto, cpu, cuda, cuda:N") from None
-    if dev.type not in ("cpu", "cuda"):
-        raise UserError(f"device {device!r} is not supported; valid: auto, cpu, cuda, cuda:N")
-    return dev
-
-
 def evaluation_set(suite: Suite) -> tuple[int | None, torch.Tensor | None]:
     """The evaluation set's size and its first image, for the estimate (None where reading it means a folder or a
     download)."""
@@ -163,8 +149,3 @@ def evaluation_set(suite: Suite) -> tuple[int | None, torch.Tensor | None]:
         return None, None
     data = load_data(suite)
     return len(data.labels), data.images[:1]
-
-
-def n_images(suite: Suite) -> int | None:
-    """The evaluation set's size for the estimate (None where reading it means a folder or a download)."""
-    return evaluation_set(suite)[0]

@@ -29,7 +29,7 @@ import torch
 from tqdm.auto import tqdm
 
 from faithbench.bench.run.data import load_data
-from faithbench.bench.run.distributed import Worker
+from faithbench.bench.run.distributed import Worker, device_named
 from faithbench.bench.run.estimate import input_scale, stand_in
 from faithbench.bench.run.fit import check_own_models
 from faithbench.bench.run.pairing import SharedItems, save_shared, share_items, shared_digest
@@ -56,11 +56,7 @@ POLL_S = 5.0  # how often worker 0, with nothing left to claim, looks whether th
 
 
 def resolve_device(device: str) -> torch.device:
-    name = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
-    try:
-        dev = torch.device(name)
-    except RuntimeError:
-        raise UserError(f"unknown device {device!r}; valid: auto, cpu, cuda, cuda:N") from None
+    dev = device_named(device)
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             raise UserError(f"device {device!r} requested but CUDA is not available; use --device cpu")
@@ -70,8 +66,6 @@ def resolve_device(device: str) -> torch.device:
         # and results must agree with the CPU within the tolerance the CUDA tests state.
         torch.backends.cudnn.allow_tf32 = False
         torch.backends.cuda.matmul.allow_tf32 = False
-    elif dev.type != "cpu":
-        raise UserError(f"device {device!r} is not supported; valid: auto, cpu, cuda, cuda:N")
     return dev
 
 

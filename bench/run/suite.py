@@ -97,12 +97,12 @@ class Suite:
 def _scalar(data: Mapping[str, Any], key: str, where: str) -> Any:
     kind, least = SCALARS[key]
     value = data[key]
-    if key == "max_batch" and value == AUTO:
+    auto = getattr(Suite, key, None) == AUTO  # a key whose default is auto takes auto or a value (as method parameters)
+    if auto and value == AUTO:
         return value
-    if key == "max_batch" and not (isinstance(value, int) and not isinstance(value, bool)):
-        raise UserError(f'{where} max_batch must be an int or "auto", got {value!r}')
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise UserError(f"{where} {key} must be a {kind.__name__}, got {value!r}")
+        either = f' or "{AUTO}"' if auto else ""
+        raise UserError(f"{where} {key} must be a {kind.__name__}{either}, got {value!r}")
     if least is not None and value < least:
         raise UserError(f"{where} {key} must be >= {least}, got {value!r}")
     return value
