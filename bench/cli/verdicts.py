@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from faithbench.bench.report.claim_table import summary, verdict_table
 from faithbench.bench.report.claim_verdicts import (
     LOCALITY_FILE,
     RunData,
     evaluate_claims,
     read_locality,
     run_data,
-    verdict_table,
 )
 from faithbench.bench.report.formats import to_text
 from faithbench.bench.report.paper_claims import CLAIMS_FILE, Claim, load_claims
@@ -104,11 +104,9 @@ def cmd_verdicts(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "verdicts.csv", index=False)
     (out / "verdicts.md").write_text(verdict_table(table))
-    shown = table[["id", "here", "n", "verdict"]]
-    sys.stdout.write(to_text(shown, width=160, keys=1) + "\n")
-    counts = table["verdict"].str.split(" (", regex=False).str[0].value_counts()
-    sys.stdout.write(", ".join(f"{n} {v}" for v, n in counts.items()) + f"\nwritten: {out / 'verdicts.csv'}, "
-                     f"{out / 'verdicts.md'}\n")  # fmt: skip
+    shown = table[["id", "here", "n", "paper_effect", "contains_paper", "verdict"]]
+    sys.stdout.write(to_text(shown, width=180, keys=1) + "\n")
+    sys.stdout.write("\n".join(summary(table).values()) + f"\nwritten: {out / 'verdicts.csv'}, {out / 'verdicts.md'}\n")
     return 0
 
 
@@ -124,13 +122,15 @@ def record_inputs(folder: Path, claims: list[Claim], run: RunData) -> None:
     samples = samples.assign(undefined=samples["value"].isna())
     cols = ["model", "method", "rerun_of", "metric", "sample_id", "cluster_id", "value", "undefined"]
     atomic_write_text(folder / "samples.csv", samples[cols].to_csv(index=False))
+    costs = {key: {"explain_time_s": t, "n": n} for key, (t, n) in run.costs.items()}  # the cost claims'
     results = pd.DataFrame(
         [
             {"suite": run.suite, "model": m, "method": j, "metric": k, "mean": float("nan"), "params": json.dumps(p)}
+            | costs.get((m, j, k), {})
             for (m, j, k), p in run.params.items()
             if (m, j, k) in rows
         ],
-        columns=["suite", "model", "method", "metric", "mean", "params"],
+        columns=["suite", "model", "method", "metric", "mean", "params", *(["explain_time_s", "n"] if costs else [])],
     )
     atomic_write_text(folder / "results.csv", results.to_csv(index=False))
     record = {"suite": {"name": run.suite}, "models": {m: i for m, i in run.models.items() if m in models}}

@@ -1,5 +1,6 @@
 """The papers' claims (:mod:`faithbench.bench.report.paper_claims`) evaluated from finished runs: one row per claim
-with the paper's figure, the estimate here with its interval, and a verdict from one rule (:func:`verdict`).
+with the paper's figure and effect, the estimate here with its interval, the ratio of the two, whether the interval
+contains the paper's effect, and an outcome from one rule (:mod:`faithbench.bench.report.claim_rule`).
 """
 
 from __future__ import annotations
@@ -12,77 +13,27 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-from faithbench.bench.report.paper_claims import KINDS, Claim, Row, Rules, load_claims
+from faithbench.bench.report.claim_rule import (
+    Estimate,
+    accuracy_difference,
+    cause_text,
+    decided,
+    difference_text,
+    effect_text,
+    equivalence_text,
+    fmt,
+    one_sample,
+    paired_accuracy_difference,
+    paired_difference,
+    pm,
+)
+from faithbench.bench.report.paper_claims import KINDS, MODEL_KINDS, Claim, Rules, load_claims
 
-COLUMNS = ["id", "paper", "source", "finding", "paper_value", "suite", "metric", "expect", "here", "n", "verdict"]
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A mean over ``n`` clusters with its interval; for a difference also the two rows' means."""
-
-    mean: float
-    low: float
-    high: float
-    n: int
-    a: float = float("nan")
-    b: float = float("nan")
-
-
-def verdict(expect: str, low: float, high: float) -> str:
-    """The one verdict rule. A direction (``higher`` / ``positive`` / ``rising``, or their opposites) **holds** when
-    the interval excludes 0 on its side, **fails** when it excludes 0 on the other side, and is **on par** when it
-    contains 0; a claim of ``on par`` holds when the interval contains 0 and fails when it does not."""
-    if expect == "on par":
-        return "holds" if low <= 0 <= high else "fails"
-    up = expect in ("higher", "positive", "rising")
-    if (low > 0) if up else (high < 0):
-        return "holds"
-    if (high < 0) if up else (low > 0):
-        return "fails"
-    return "on par"
-
-
-def combined(verdicts: list[str]) -> str:
-    """A trend's verdict from its steps': fails if any step fails, holds if every step holds, else on par."""
-    return "fails" if "fails" in verdicts else "holds" if all(v == "holds" for v in verdicts) else "on par"
-
-
-def _interval(values: np.ndarray, level: float) -> tuple[float, float, float]:
-    n = len(values)
-    mean = float(values.mean())
-    half = float(stats.t.ppf(0.5 + level / 2, n - 1) * values.std(ddof=1) / np.sqrt(n))
-    return mean, mean - half, mean + half
-
-
-def _values(samples: pd.DataFrame, row: Row, metric: str) -> pd.Series:
-    part = samples[(samples["model"] == row.model) & (samples["method"] == row.method) & (samples["metric"] == metric)]
-    values = part.set_index(["cluster_id", "sample_id"])["value"]
-    return values[np.isfinite(values.to_numpy(dtype=float))]
-
-
-def paired_difference(samples: pd.DataFrame, a: Row, b: Row, metric: str, level: float) -> Estimate | None:
-    """a - b on the samples both rows scored: per-sample differences, averaged per cluster, t interval over the
-    clusters (None: fewer than 2 clusters in common)."""
-    both = pd.concat([_values(samples, a, metric), _values(samples, b, metric)], axis=1, join="inner").dropna()
-    per_cluster = both.groupby(level="cluster_id").mean()
-    if len(per_cluster) < 2:
-        return None
-    diffs = (per_cluster.iloc[:, 0] - per_cluster.iloc[:, 1]).to_numpy()
-    mean, low, high = _interval(diffs, level)
-    a, b = (float(per_cluster.iloc[:, k].mean()) for k in (0, 1))
-    return Estimate(mean, low, high, len(diffs), a, b)
-
-
-def one_sample(samples: pd.DataFrame, a: Row, metric: str, level: float) -> Estimate | None:
-    """The row's mean over its clusters with a t interval (None: fewer than 2 clusters)."""
-    per_cluster = _values(samples, a, metric).groupby(level="cluster_id").mean().to_numpy()
-    if len(per_cluster) < 2:
-        return None
-    mean, low, high = _interval(per_cluster, level)
-    return Estimate(mean, low, high, len(per_cluster))
+COLUMNS = [
+    *("id", "block", "paper", "source", "finding", "paper_value", "suite", "metric", "expect", "here", "n"),
+    *("paper_effect", "ratio", "contains_paper", "verdict", "cause"),
+]
 
 
 # ----------------------------------------------------------------------------------------------- evaluation
@@ -99,6 +50,8 @@ class RunData:
     models: Mapping[str, dict[str, Any]] = field(default_factory=dict)  # run.json's record of each model
     locality: Mapping[str, float] = field(default_factory=dict)  # the locality check's cell wins, by model
     weights: Mapping[str, str] = field(default_factory=dict)  # the weights each model was scored with (sha256)
+    # each row's explanation seconds and the inputs they explained (the cost claims; a run's results.csv has them)
+    costs: Mapping[tuple[str, str, str], tuple[float, int]] = field(default_factory=dict)
 
 
 def run_data(
@@ -127,7 +80,19 @@ def run_data(
     weights = {}
     if "model_weights_sha256" in first:
         weights = dict(zip(first["model"], first["model_weights_sha256"].astype(str), strict=True))
-    return RunData(suite, samples, params, models or {}, locality or {}, weights)
+    return RunData(suite, samples, params, models or {}, locality or {}, weights, explain_costs(first))
+
+
+def explain_costs(results: pd.DataFrame) -> dict[tuple[str, str, str], tuple[float, int]]:
+    """Each result row's explanation seconds and the inputs explained for it (``n`` scored plus ``n_undefined``),
+    where the results have them."""
+    if not {"explain_time_s", "n"} <= set(results):
+        return {}
+    undefined = results["n_undefined"] if "n_undefined" in results else 0
+    inputs = (pd.to_numeric(results["n"], errors="coerce") + pd.to_numeric(undefined, errors="coerce")).fillna(0)
+    seconds = pd.to_numeric(results["explain_time_s"], errors="coerce")
+    keys = zip(results["model"], results["method"], results["metric"], strict=True)
+    return {k: (float(t), int(n)) for k, t, n in zip(keys, seconds, inputs, strict=True) if t == t and n > 0}
 
 
 def _unshared(claim: Claim, run: RunData) -> str | None:
@@ -158,61 +123,53 @@ def _ineligible(claim: Claim, rules: Rules, locality: Mapping[str, float]) -> st
     return None
 
 
-def _fmt(value: float, digits: int, sign: bool = False) -> str:
-    return f"{value:{'+' if sign else ''}.{digits}f}"
-
-
-def _pm(e: Estimate, digits: int, sign: bool = False) -> str:
-    """``mean ± half-width``."""
-    return f"{_fmt(e.mean, digits, sign)} ± {_fmt((e.high - e.low) / 2, digits)}"
-
-
-def _difference_text(e: Estimate, digits: int) -> str:
-    return f"{_fmt(e.a, digits)} vs {_fmt(e.b, digits)}: {_pm(e, digits, True)}"
-
-
-def _trend(levels: list[float], steps: list[Estimate], expect: str, digits: int, unit: str = "") -> dict[str, Any]:
-    """A trend's row: its levels, each step's later-minus-earlier estimate, the steps' combined verdict."""
-    step = "higher" if expect == "rising" else "lower"
-    text = ", ".join(_pm(e, digits, True) for e in steps)
-    return {
-        "here": f"{' → '.join(_fmt(v, digits) for v in levels)}{unit}; steps {text}",
-        "n": min(e.n for e in steps),
-        "verdict": combined([verdict(step, e.low, e.high) for e in steps]),
-    }
-
-
 def evaluate_claim(claim: Claim, rules: Rules, run: RunData | None) -> dict[str, Any]:
-    """One claim's row: the estimate here (``here``, ``n`` clusters) and its verdict."""
-    out = {c: getattr(claim, c) for c in COLUMNS if hasattr(claim, c)} | {"here": "", "n": 0}
+    """One claim's row (:data:`COLUMNS`): the estimate here (``here``, ``n`` clusters), the paper's effect beside
+    it, and its outcome."""
+    out = {c: getattr(claim, c) for c in COLUMNS if hasattr(claim, c)}
+    out |= {"block": "extension" if claim.extension else "paper", "paper_effect": effect_text(claim)}
+    out |= {"here": "", "n": 0, "ratio": float("nan"), "contains_paper": "", "cause": ""}
     if claim.kind == "untested":
         return out | {"verdict": f"not run ({claim.reason})"}
     if run is None:
         return out | {"verdict": f"not run (no {claim.suite} run given)"}
-    if claim.kind in ("accuracy", "recorded"):
-        return out | _model_claim(claim, rules, run)
+    row = _model_claim(claim, rules, run) if claim.kind in MODEL_KINDS else _row_claim(claim, rules, run)
+    if claim.not_comparable and not row["verdict"].startswith("not comparable"):  # rows a definition leaves out
+        row = {"verdict": f"not comparable ({claim.not_comparable})"}
+    return out | row
+
+
+def _row_claim(claim: Claim, rules: Rules, run: RunData) -> dict[str, Any]:
+    """A claim on rows (model, method, metric) of the run's scores: its estimate and outcome."""
     if not any(key[2] == claim.metric for key in run.params):
-        return out | {"verdict": f"not run ({claim.metric} not in the {claim.suite} run)"}
+        return {"verdict": f"not run ({claim.metric} not in the {claim.suite} run)"}
     missing = [str(r) for r in claim.rows if (r.model, r.method, claim.metric) not in run.params]
     if missing:
-        return out | {"verdict": f"not run ({', '.join(missing)} not in the {claim.suite} run)"}
+        return {"verdict": f"not run ({', '.join(missing)} not in the {claim.suite} run)"}
+    if claim.kind == "cost":
+        return _cost_claim(claim, run)
     why = _ineligible(claim, rules, run.locality) or _unshared(claim, run)
     if why:
-        return out | {"verdict": f"not eligible ({why})"}
+        return {"verdict": f"not eligible ({why})"}
     d = claim.digits
     if claim.kind == "sign":
         e = one_sample(run.samples, claim.rows[0], claim.metric, rules.level)
         if e is None:
-            return out | {"verdict": "not eligible (fewer than 2 scored samples)"}
-        return out | {"here": _pm(e, d), "n": e.n, "verdict": verdict(claim.expect, e.low, e.high)}
-    pairs = list(zip(claim.rows[1:], claim.rows[:-1], strict=True)) if claim.kind == "trend" else [claim.rows]
-    estimates = [paired_difference(run.samples, a, b, claim.metric, rules.level) for a, b in pairs]
-    if any(e is None for e in estimates):
-        return out | {"verdict": "not eligible (fewer than 2 paired samples)"}
+            return {"verdict": "not eligible (fewer than 2 scored samples)"}
+        return decided(claim, e, None, pm(e, d))
+    a, b = (claim.rows[-1], claim.rows[0]) if claim.kind == "trend" else claim.rows
+    e = paired_difference(run.samples, a, b, claim.metric, rules.level)
+    if e is None:
+        return {"verdict": "not eligible (fewer than 2 paired samples)"}
+    eq = None
+    if claim.expect == "equivalent":
+        eq = paired_difference(run.samples, a, b, claim.metric, rules.equivalence_level)
     if claim.kind == "difference":
-        (e,) = estimates
-        return out | {"here": _difference_text(e, d), "n": e.n, "verdict": verdict(claim.expect, e.low, e.high)}
-    return out | _trend([estimates[0].b, *(e.a for e in estimates)], estimates, claim.expect, d)
+        here = difference_text(e, d) + (equivalence_text(eq, claim, rules) if eq is not None else "")
+        return decided(claim, e, eq, here)
+    levels = [one_sample(run.samples, r, claim.metric, rules.level) for r in claim.rows]
+    shown = " → ".join(fmt(v.mean, d) if v is not None else "-" for v in levels)
+    return decided(claim, e, None, f"{shown}; endpoint {pm(e, d, True)}")
 
 
 def _accuracy(info: dict[str, Any]) -> tuple[float, int] | None:
@@ -220,16 +177,29 @@ def _accuracy(info: dict[str, Any]) -> tuple[float, int] | None:
     return (float(p), int(n)) if isinstance(p, int | float) and isinstance(n, int) and n > 0 else None
 
 
-def accuracy_difference(a: tuple[float, int], b: tuple[float, int], level: float) -> Estimate:
-    """a - b of two held-out accuracies in points, with the unpaired (Wald) interval of two proportions."""
-    (pa, na), (pb, nb) = a, b
-    half = float(stats.norm.ppf(0.5 + level / 2) * np.sqrt(pa * (1 - pa) / na + pb * (1 - pb) / nb))
-    d = pa - pb
-    return Estimate(100 * d, 100 * (d - half), 100 * (d + half), min(na, nb), 100 * pa, 100 * pb)
+def _correct(info: dict[str, Any]) -> np.ndarray | None:
+    """The per-item results on the held-out items a run records of a model (``test_correct``, one 0/1 character
+    per item in the test split's order), or None."""
+    bits = info.get("test_correct")
+    if not isinstance(bits, str) or not bits or set(bits) - {"0", "1"}:
+        return None
+    return np.frombuffer(bits.encode(), dtype=np.uint8) == ord("1")
+
+
+def accuracy_estimate(a: dict[str, Any], b: dict[str, Any], level: float) -> tuple[Estimate, str] | None:
+    """a - b of two models' held-out accuracies in points: paired on the items where both records hold per-item
+    results of one length, else unpaired; with the pairing's name (None: an accuracy is not recorded)."""
+    ca, cb = _correct(a), _correct(b)
+    if ca is not None and cb is not None and len(ca) == len(cb):
+        return paired_accuracy_difference(ca, cb, level), "paired"
+    pa, pb = _accuracy(a), _accuracy(b)
+    if pa is None or pb is None:
+        return None
+    return accuracy_difference(pa, pb, level), "unpaired"
 
 
 def _model_claim(claim: Claim, rules: Rules, run: RunData) -> dict[str, Any]:
-    """An accuracy or recorded claim's estimate and verdict, from run.json's record of the models."""
+    """An accuracy or recorded claim's estimate and outcome, from run.json's record of the models."""
     d = claim.digits
     if claim.kind == "recorded":
         values = [run.models.get(m, {}).get(claim.key) for m in claim.models]
@@ -238,37 +208,67 @@ def _model_claim(claim: Claim, rules: Rules, run: RunData) -> dict[str, Any]:
             return {"verdict": f"not run (the {claim.suite} run records no {claim.key} of {', '.join(lacking)})"}
         a, b = (float(v) for v in values)
         here = f"{a:,.{d}f} vs {b:,.{d}f} {claim.key.replace('_', ' ')} (as recorded, no interval)"
-        return {"here": here, "n": 1, "verdict": f"{verdict(claim.expect, a - b, a - b)} (as recorded)"}
-    accuracies = [_accuracy(run.models.get(m, {})) for m in claim.models]
-    if any(a is None for a in accuracies):
-        lacking = [m for m, a in zip(claim.models, accuracies, strict=True) if a is None]
+        row = decided(claim, Estimate(a - b, a - b, a - b, 1, a, b), None, here)
+        return row | {"verdict": f"{row['verdict']} (as recorded)"}
+    infos = [run.models.get(m, {}) for m in claim.models]
+    if claim.kind == "speedup":
+        return _speedup_claim(claim, infos)
+    if lacking := [m for m, info in zip(claim.models, infos, strict=True) if _accuracy(info) is None]:
         return {"verdict": f"not run (the {claim.suite} run records no held-out accuracy of {', '.join(lacking)})"}
-    if claim.expect in KINDS["difference"]:
-        e = accuracy_difference(accuracies[0], accuracies[1], rules.level)
-        here = f"{_difference_text(e, d)} points (unpaired)"
-        return {"here": here, "n": e.n, "verdict": verdict(claim.expect, e.low, e.high)}
-    steps = [accuracy_difference(b, a, rules.level) for a, b in zip(accuracies, accuracies[1:], strict=False)]
-    row = _trend([100 * p for p, _ in accuracies], steps, claim.expect, d, unit=" %")
-    return row | {"here": f"{row['here']} (unpaired)"}
+    a, b = (infos[-1], infos[0]) if claim.expect in KINDS["trend"] else infos
+    (e, pairing), eq = accuracy_estimate(a, b, rules.level), None
+    if claim.expect == "equivalent":
+        eq, _ = accuracy_estimate(a, b, rules.equivalence_level)
+    if claim.expect in KINDS["trend"]:
+        levels = " → ".join(fmt(100 * _accuracy(i)[0], d) for i in infos)
+        return decided(claim, e, None, f"{levels} %; endpoint {pm(e, d, True)} points ({pairing})")
+    here = f"{difference_text(e, d)} points ({pairing})" + (equivalence_text(eq, claim, rules) if eq else "")
+    return decided(claim, e, eq, here)
+
+
+def _as_recorded(claim: Claim, value: float, here: str) -> dict[str, Any]:
+    """A claim decided on one recorded number (no interval): ``value`` above 1 supports it."""
+    row = decided(claim, Estimate(value, value, value, 1), None, here)
+    outcome = "holds" if value > 1 else "fails"
+    if row["verdict"] in ("holds", "fails", "inconclusive"):
+        row = row | {"verdict": outcome, "cause": cause_text(claim) if outcome == "fails" else ""}
+    return row | {"verdict": f"{row['verdict']} (as recorded)"}
+
+
+def epochs_to(curve: list[float], target: float) -> int | None:
+    """The first epoch (1-based) whose held-out accuracy reaches ``target``, or None."""
+    return next((i + 1 for i, a in enumerate(curve) if a >= target), None)
+
+
+def _speedup_claim(claim: Claim, infos: list[dict[str, Any]]) -> dict[str, Any]:
+    curves = [i.get("test_accuracy_by_epoch") for i in infos]
+    if lacking := [m for m, c in zip(claim.models, curves, strict=True) if not isinstance(c, list) or not c]:
+        return {"verdict": f"not run (the {claim.suite} run records no accuracy by epoch of {', '.join(lacking)})"}
+    fast, slow = curves
+    target = max(slow)
+    needed, reached = epochs_to(fast, target), epochs_to(slow, target)
+    if needed is None:
+        here = f"{claim.models[0]} stays below {100 * target:.1f} % in its {len(fast)} epochs (as recorded)"
+        return {"here": here, "n": 1, "verdict": "fails (as recorded)", "cause": cause_text(claim)}
+    speedup = reached / needed
+    here = f"{needed} vs {reached} epochs to {100 * target:.1f} %: {speedup:.1f}x (as recorded, no interval)"
+    return _as_recorded(claim, speedup, here)
+
+
+def _cost_claim(claim: Claim, run: RunData) -> dict[str, Any]:
+    keys = [(r.model, r.method, claim.metric) for r in claim.rows]
+    if lacking := [str(r) for r, k in zip(claim.rows, keys, strict=True) if k not in run.costs]:
+        return {"verdict": f"not run (the {claim.suite} run records no explanation time of {', '.join(lacking)})"}
+    (ta, na), (tb, nb) = (run.costs[k] for k in keys)
+    a, b = ta / na, tb / nb
+    here = f"{a:.3g} vs {b:.3g} s per explained input: {b / a:.0f}x cheaper (as recorded, one unit each)"
+    return _as_recorded(claim, b / a, here) if a > 0 else {"verdict": "not run (no explanation time recorded)"}
 
 
 def evaluate_claims(claims: tuple[Claim, ...], rules: Rules, runs: Mapping[str, RunData]) -> pd.DataFrame:
     """Every claim's row (:data:`COLUMNS`), from the runs by suite name."""
     rows = [evaluate_claim(c, rules, runs.get(c.suite)) for c in claims]
     return pd.DataFrame(rows, columns=COLUMNS)
-
-
-def verdict_table(table: pd.DataFrame) -> str:
-    """The claims as a Markdown table (the results page's is this, generated)."""
-    head = (
-        "| paper | claim | paper's figure | here (± 95 % interval) | n | verdict |\n"
-        "| --- | --- | --- | --- | ---: | --- |"
-    )
-    lines = [
-        f"| {r.paper} {r.source} | {r.finding} | {r.paper_value} | {r.here or '-'} | {r.n or '-'} | {r.verdict} |"
-        for r in table.itertuples()
-    ]
-    return "\n".join([head, *lines]) + "\n"
 
 
 # ----------------------------------------------------------------------------------------------- the run's record

@@ -158,12 +158,16 @@ def claims_section(results: pd.DataFrame, run_dir: Path) -> Section | None:
         return None
     note = (
         "The seed papers' claims this suite decides, paired on the samples both rows scored (95 % t interval over the "
-        "clusters), each verdict by the one rule of the docs' results page (holds / on par / fails / not eligible / "
-        f"not run). Localisation claims need each model's locality check, which `bench verdicts` measures and "
-        f"records in {LOCALITY_FILE} beside the results; until then they read not eligible."
+        "clusters), each verdict by the one rule of the docs' results page (holds / fails / inconclusive for a "
+        "direction, equivalent / not equivalent / inconclusive within a declared margin; not comparable / not "
+        "eligible / not run), beside the paper's effect. Localisation claims need each model's locality check, which "
+        f"`bench verdicts` measures and records in {LOCALITY_FILE} beside the results; until then they read not "
+        "eligible."
     )
     return Section(
         "Paper claims",
         note,
-        table[["id", "paper_value", "here", "n", "verdict"]].rename(columns={"paper_value": "paper"}),
+        table[["id", "paper_effect", "here", "n", "contains_paper", "verdict"]].rename(
+            columns={"paper_effect": "paper", "contains_paper": "inside"}
+        ),
     )

@@ -37,17 +37,25 @@ from faithbench.models.data.datasets import EvalData
 Pair = tuple[str, str]  # (model, job)
 
 
-# What run.json records of each model's build info (:func:`model_record`): its held-out accuracy and, for the builds
-# that log them, its training budget; the papers' accuracy and training-cost claims are decided from these.
+# What run.json records of each model's build info (:func:`model_record`): its held-out accuracy with the per-item
+# results behind it (paired accuracy differences) and, for the builds that log them, its training budget and
+# accuracy by epoch; the papers' accuracy and training-cost claims are decided from these.
 MODEL_INFO = (
-    *("source", "test_accuracy", "n_test"),
+    *("source", "test_accuracy", "n_test", "test_correct"),
     *("epochs_run", "kept_epoch", "kept_check", "steps_to_best_validation"),
+    *("accuracy_before_finetuning", "test_accuracy_by_epoch"),
 )
 
 
+def _plain(value: object) -> bool:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    numbers = isinstance(value, list | tuple) and all(isinstance(v, int | float) for v in value)
+    return number or isinstance(value, str) or numbers
+
+
 def model_record(info: dict) -> dict:
-    """The :data:`MODEL_INFO` entries of a model's info that are plain numbers or strings."""
-    return {k: info[k] for k in MODEL_INFO if isinstance(info.get(k), int | float | str)}
+    """The :data:`MODEL_INFO` entries of a model's info that are plain numbers, strings or lists of numbers."""
+    return {k: list(info[k]) if isinstance(info[k], tuple) else info[k] for k in MODEL_INFO if _plain(info.get(k))}
 
 
 class Outcome(NamedTuple):

@@ -26,11 +26,11 @@ from torch import nn
 
 from faithbench.errors import UserError
 from faithbench.io import atomic_torch_save
-from faithbench.models.adapter import state_sha256
+from faithbench.models.adapter import predict_logits, state_sha256
 from faithbench.models.data.splits import image_splits
 from faithbench.models.zoo.entries import RECIPES
 from faithbench.models.zoo.recipes import BCOS, STANDARD, Recipe
-from faithbench.models.zoo.training import accuracy, build_label, build_numerics
+from faithbench.models.zoo.training import build_label, build_numerics, held_out_record
 from faithbench.progress import clock_text, silenced
 
 __all__ = [
@@ -128,7 +128,7 @@ def held_out_accuracy(recipe: Recipe, model: nn.Module) -> dict:
     if recipe.held_out is not None:
         return recipe.held_out(model)
     _, test = image_splits(recipe.dataset)
-    return {"test_accuracy": accuracy(model, recipe.encoding, test), "n_test": len(test.labels)}
+    return held_out_record(predict_logits(model, recipe.encoding, test.images).argmax(1) == test.labels)
 
 
 def build(name: str) -> tuple[nn.Module, dict]:

@@ -24,6 +24,7 @@ from faithbench.models.nets.text_transformer import WORDPIECE, TextTransformer, 
 from faithbench.models.text_encoding import tokenize, vocabulary
 from faithbench.models.zoo.recipes import Recipe
 from faithbench.models.zoo.text_training import BestCheckpoint, Plateau, text_logits, train_text_classifier
+from faithbench.models.zoo.training import held_out_record
 
 DATASET = "rotten-tomatoes"
 OFFLINE_DATA = {DATASET: rotten_tomatoes, "bbc-news": bbc_news}  # name -> loader; others: Hugging Face data sets
@@ -96,7 +97,7 @@ def held_out(model: nn.Module, params: dict | None = None, batch_size: int = 256
         ]
     )
     model.to(home)
-    return {"test_accuracy": (predictions == labels).float().mean().item(), "n_test": len(labels)}
+    return held_out_record(predictions == labels)
 
 
 def _split_accuracy(model: nn.Module, split: str, params: dict) -> float:

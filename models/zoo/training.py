@@ -200,3 +200,14 @@ def random_placement(images: Tensor, canvas: int, gen: torch.Generator) -> Tenso
 
 def accuracy(module: nn.Module, encode: Encode, data: Split) -> float:
     return (predict_logits(module, encode, data.images).argmax(1) == data.labels).float().mean().item()
+
+
+def held_out_record(correct: Tensor) -> dict:
+    """A model's held-out accuracy from its per-item results (bool, the split's order), with the items themselves as
+    one 0/1 character each (``test_correct``): two models' accuracies on the same items are then compared paired."""
+    correct = correct.bool().cpu()
+    return {
+        "test_accuracy": correct.float().mean().item(),
+        "n_test": len(correct),
+        "test_correct": "".join("1" if c else "0" for c in correct.tolist()),
+    }

@@ -12,7 +12,7 @@ def _config(suite, metric):
 
 def test_ablation_suite_covers_every_b_and_bias_variant():
     suite = load_suite("bcos-ablation")
-    assert set(suite.methods) == {"native", "integrated_gradients"} and "gridpg" in suite.metrics
+    assert set(suite.methods) == {"native", "integrated_gradients", "input_x_gradient"} and "gridpg" in suite.metrics
     variants = {r.name for r in TEST_BED if "_b" in r.name.removeprefix("bcos") or r.name.endswith("_bias")}
     assert variants <= set(suite.models)
     assert {"bcosified_cnn_gap_mnist", "bcos_cnn_mnist", "cnn_gap_mnist"} <= set(suite.models)

@@ -14,16 +14,18 @@ from scipy import stats
 
 from faithbench.bench.cli import main
 from faithbench.bench.cli.verdicts import record_locality, run_locality
-from faithbench.bench.report.claim_verdicts import (
-    RunData,
+from faithbench.bench.report.claim_rule import (
+    Estimate,
     accuracy_difference,
-    combined,
-    evaluate_claims,
+    against_paper,
+    decide,
     one_sample,
+    paired_accuracy_difference,
     paired_difference,
-    verdict,
 )
-from faithbench.bench.report.paper_claims import CLAIMS_FILE, Row, load_claims
+from faithbench.bench.report.claim_table import summary
+from faithbench.bench.report.claim_verdicts import RunData, evaluate_claims, run_data
+from faithbench.bench.report.paper_claims import CAUSES, CLAIMS_FILE, MODEL_KINDS, Row, load_claims
 from faithbench.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,29 +33,66 @@ T_975_2 = 4.302652729911275  # t quantile, 2 degrees of freedom
 
 
 @pytest.mark.parametrize(
-    ("expect", "low", "high", "expected"),
+    ("expect", "low", "high", "margin", "expected"),
     [
-        ("higher", 0.1, 2.0, "holds"),
-        ("higher", -0.1, 2.0, "on par"),
-        ("higher", -2.0, -0.1, "fails"),
-        ("lower", -2.0, -0.1, "holds"),
-        ("lower", 0.1, 2.0, "fails"),
-        ("lower", -1.0, 1.0, "on par"),
-        ("positive", 0.4, 0.8, "holds"),
-        ("negative", -9.8, 2.0, "on par"),  # -3.9 ± 5.9: not negative
-        ("on par", -0.1, 0.3, "holds"),
-        ("on par", 0.4, 0.8, "fails"),  # +0.6 ± 0.2 is not on par
-        ("rising", 0.0, 1.0, "on par"),  # an interval that touches 0 contains it
+        ("higher", 0.1, 2.0, None, "holds"),
+        ("higher", -0.1, 2.0, None, "inconclusive"),
+        ("higher", -2.0, -0.1, None, "fails"),
+        ("lower", -2.0, -0.1, None, "holds"),
+        ("lower", 0.1, 2.0, None, "fails"),
+        ("lower", -1.0, 1.0, None, "inconclusive"),
+        ("positive", 0.4, 0.8, None, "holds"),
+        ("negative", -9.8, 2.0, None, "inconclusive"),  # -3.9 ± 5.9: not shown negative
+        ("rising", 0.0, 1.0, None, "inconclusive"),  # an interval that touches 0 contains it
+        ("falling", -3.0, -1.0, None, "holds"),
+        # equivalence within ±2.5: ALOE's -1.3 at 90 % [-2.2, -0.4] is equivalent although it excludes 0
+        ("equivalent", -2.2, -0.4, 2.5, "equivalent"),
+        ("equivalent", -5.8, 0.2, 2.0, "inconclusive"),  # wide: noise no longer makes a claim hold
+        ("equivalent", 8.3, 9.3, 2.5, "not equivalent"),
+        ("equivalent", -3.0, -2.5, 2.5, "not equivalent"),  # touching the margin from outside is outside
+        ("equivalent", -2.4, 2.5, 2.5, "inconclusive"),  # touching it from inside is not inside
     ],
 )
-def test_the_verdict_rule(expect, low, high, expected):
-    assert verdict(expect, low, high) == expected
+def test_the_verdict_rule(expect, low, high, margin, expected):
+    assert decide(expect, low, high, margin) == expected
 
 
-def test_a_trend_holds_only_when_every_step_holds():
-    assert combined(["holds", "holds"]) == "holds"
-    assert combined(["holds", "on par", "holds"]) == "on par"
-    assert combined(["holds", "fails", "on par"]) == "fails"
+def test_an_equivalence_needs_its_margin():
+    with pytest.raises(ValueError, match="margin"):
+        decide("equivalent", -1.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("estimate", "paper", "ratio", "contains"),
+    [
+        (Estimate(36.2, 35.8, 36.6, 88), (32.7, 32.7), 36.2 / 32.7, "no"),
+        (Estimate(3.5, -1.0, 8.0, 320), (12.0, 12.0), 3.5 / 12.0, "no"),
+        (Estimate(3.0, -3.7, 9.7, 200), (4.5, 4.5), 3.0 / 4.5, "yes"),
+        (Estimate(28.3, 27.1, 29.5, 30), (13.0, 35.0), 28.3 / 24.0, "yes"),  # a range: its midpoint, overlap
+        (Estimate(40.0, 39.0, 41.0, 30), (13.0, 35.0), 40.0 / 24.0, "no"),
+        (Estimate(1.0, 0.5, 1.5, 30), (0.0, 0.0), float("nan"), "no"),  # no ratio to a zero effect
+    ],
+)
+def test_the_paper_effect_beside_the_estimate(estimate, paper, ratio, contains):
+    got_ratio, got_contains = against_paper(estimate, paper)
+    assert got_contains == contains
+    assert got_ratio == pytest.approx(ratio, nan_ok=True)
+    assert against_paper(estimate, None) == (pytest.approx(float("nan"), nan_ok=True), "")
+
+
+def test_paired_accuracy_by_hand():
+    """10 items: a right on 8, b on 6; discordant pairs n10 = 3 (a right, b wrong), n01 = 1."""
+    a = np.array([1, 1, 1, 1, 1, 1, 1, 1, 0, 0])
+    b = np.array([1, 1, 1, 1, 1, 0, 0, 0, 1, 0])  # a-only on items 5, 6, 7; b-only on item 8
+    e = paired_accuracy_difference(a, b, 0.95)
+    var = (3 + 1 - (3 - 1) ** 2 / 10) / 10**2
+    assert e.mean == pytest.approx(20.0) and e.n == 10 and (e.a, e.b) == pytest.approx((80.0, 60.0))
+    assert e.high - e.mean == pytest.approx(100 * 1.959963984540054 * np.sqrt(var))
+    # the same items as an unpaired comparison would be wider: pairing removes the items both get right
+    unpaired = accuracy_difference((0.8, 10), (0.6, 10), 0.95)
+    assert e.high - e.low < unpaired.high - unpaired.low
+    with pytest.raises(ValueError, match="equal length"):
+        paired_accuracy_difference(a, b[:5], 0.95)
 
 
 def _samples(rows: dict[tuple[str, str], list[tuple[int, int, float]]], metric: str = "m") -> pd.DataFrame:
@@ -138,11 +177,13 @@ def test_one_eligibility_rule_and_the_reasons_a_claim_is_not_decided(tmp_path):
     assert table.loc["negative", "verdict"] == "holds" and table.loc["negative", "here"].startswith("-2.5 ± ")
     assert table.loc["elsewhere", "verdict"] == "not run (no t run given)"
     assert table.loc["later", "verdict"] == "not run (accuracies are not in the run files)"
-    # the same claims with every model local: the trend's flat step makes it on par; unshared items are refused
+    # the same claims with every model local: the trend is decided on its endpoint (b3 - b1: +10, +11, +10, +10),
+    # its flat last step decides nothing; unshared items are refused
     local = replace(run, locality={"b1": 0.9, "b2": 0.8, "b3": 0.6, "other": 1.0})
     table = evaluate_claims(claims, rules, {"s": local})
     table = table.set_index("id")
-    assert table.loc["rise", "verdict"] == "on par" and "; steps +" in table.loc["rise", "here"]
+    assert table.loc["rise", "verdict"] == "holds"
+    assert table.loc["rise", "here"].startswith("10.5 → 20.8 → 20.8; endpoint +10.2 ± ")
     assert table.loc["unshared", "verdict"] == "not eligible (other's items were chosen per model, not shared)"
     # a metric outside the locality rule needs no check
     ungated, _ = load_claims(_claims_file(tmp_path, body, rules="locality_metrics = []\n"))
@@ -160,12 +201,71 @@ def test_one_eligibility_rule_and_the_reasons_a_claim_is_not_decided(tmp_path):
         (_claim("a", "sign", _row("x"), "positive") * 2, "repeated: a"),
         ('[[claim]]\nid = "a"\nkind = "untested"\n', "missing key(s) finding, paper, paper_value, reason"),
         ("[[claim]\n", "cannot read the claims file"),
+        (_claim("a", "difference", f"{_row('x')}, {_row('y')}", "on par"), "'on par' is no claim the rule can decide"),
+        (_claim("a", "difference", f"{_row('x')}, {_row('y')}", "equivalent"), "declares its margin and margin_reason"),
+        (_claim("a", "difference", f"{_row('x')}, {_row('y')}", "higher") + "margin = 2\n", "only an equivalence"),
+        (
+            _claim("a", "difference", f"{_row('x')}, {_row('y')}", "equivalent") + 'margin = -1\nmargin_reason = "r"\n',
+            "margin is a positive number",
+        ),
+        (_claim("a", "sign", _row("x"), "positive") + "paper_effect = [3, 1]\n", "low <= high"),
+        (_claim("a", "sign", _row("x"), "positive") + 'paper_effect = "big"\n', "paper_effect is a number"),
+        (_claim("a", "sign", _row("x"), "positive") + 'cause = "bad luck"\ncause_note = "n"\n', "a cause is one of"),
+        (_claim("a", "sign", _row("x"), "positive") + 'cause = "rule"\n', "with a one-line cause_note"),
+        (_claim("a", "sign", _row("x"), "positive") + 'extension = "yes"\n', "extension is true or false"),
     ],
 )
 def test_a_malformed_claims_file_is_refused_naming_the_claim(tmp_path, body, message):
     with pytest.raises(UserError, match="claim") as info:
         load_claims(_claims_file(tmp_path, body))
     assert message in str(info.value)
+
+
+def test_the_table_shows_sizes_labels_and_causes(tmp_path):
+    """An equivalence, a direction with the paper's effect, an extension, a definition-decided claim and the causes:
+    each as the table shows it, and the totals per block."""
+    a = [(c, c, 10.0 + (c % 3)) for c in range(6)]
+    samples = _samples(
+        {
+            ("x", "native"): a,
+            ("y", "native"): [(c, s, v - 1.0 + 0.1 * (c % 2)) for c, s, v in a],  # about -1 below x: tight
+            ("z", "native"): [(c, s, v - 3.0 - (c % 2)) for c, s, v in a],  # x - z: +3.5 ± 0.6
+        }
+    )
+    params = {(m, "native", "m"): {} for m in "xyz"}
+    equivalent = 'margin = 2.5\nmargin_reason = "points"\n'
+    body = (
+        _claim("eq", "difference", f"{_row('x')}, {_row('y')}", "equivalent") + equivalent
+        + _claim("eq-tight", "difference", f"{_row('x')}, {_row('y')}", "equivalent")
+        + 'margin = 0.5\nmargin_reason = "points"\ncause = "substantive"\ncause_note = "about a point apart"\n'
+        + _claim("up", "difference", f"{_row('x')}, {_row('z')}", "higher") + "paper_effect = 3.0\n"
+        + _claim("small", "difference", f"{_row('x')}, {_row('z')}", "higher") + "paper_effect = [10, 20]\n"
+        + _claim("down", "difference", f"{_row('x')}, {_row('z')}", "lower") + "extension = true\n"
+        + _claim("built-in", "difference", f"{_row('x')}, {_row('z')}", "higher")
+        + 'not_comparable = "the method is the map by construction"\n'
+    )  # fmt: skip
+    rules, claims = load_claims(_claims_file(tmp_path, body, rules="locality_metrics = []\n"))
+    table = evaluate_claims(claims, rules, {"s": RunData("s", samples, params)}).set_index("id")
+    assert table.loc["eq", "verdict"] == "equivalent" and table.loc["eq", "cause"] == ""
+    assert "; 90 % [+0" in table.loc["eq", "here"] and table.loc["eq", "here"].endswith("] vs ±2.5")
+    assert table.loc["eq-tight", "verdict"] == "not equivalent"
+    assert table.loc["eq-tight", "cause"] == "substantive: about a point apart"
+    assert table.loc["up", "verdict"] == "holds" and table.loc["up", "paper_effect"] == "+3.0"
+    assert table.loc["up", "contains_paper"] == "yes" and table.loc["up", "ratio"] == pytest.approx(3.5 / 3.0)
+    assert table.loc["small", "verdict"] == "holds" and table.loc["small", "contains_paper"] == "no"
+    assert table.loc["small", "paper_effect"] == "+10.0 to +20.0" and table.loc["small", "ratio"] == pytest.approx(
+        3.5 / 15
+    )
+    assert table.loc["down", "verdict"] == "fails" and table.loc["down", "cause"] == "undeclared"
+    assert table.loc["down", "block"] == "extension" and table.loc["up", "block"] == "paper"
+    assert table.loc["built-in", "verdict"] == "not comparable (the method is the map by construction)"
+    assert table.loc["built-in", "here"].startswith("11.0 vs 7.5: +3.5 ± ") and table.loc["built-in", "cause"] == ""
+    lines = summary(table.reset_index())
+    assert lines["paper"] == (
+        "the papers' claims (5): 2 holds, 1 equivalent, 1 not equivalent, 1 not comparable; "
+        "direction and size reproduced in 1 of the 2 with a paper effect"
+    )
+    assert lines["extension"] == "extensions (1): 1 fails"
 
 
 def test_every_shipped_claim_names_rows_its_suite_computes():
@@ -176,7 +276,7 @@ def test_every_shipped_claim_names_rows_its_suite_computes():
         if c.kind == "untested":
             assert c.reason
             continue
-        if c.kind in ("accuracy", "recorded"):
+        if c.kind in MODEL_KINDS:
             assert set(c.models) <= set(suite["models"]), c.id
             continue
         assert c.metric in suite["metrics"], c.id
@@ -204,7 +304,7 @@ def test_the_command_decides_claims_from_a_committed_run(tmp_path, capsys):
     half = float(d.std() / np.sqrt(len(d))) * stats.t.ppf(0.975, len(d) - 1)
     assert row["n"] == len(d) == 6  # 6 sequences, each a cluster (the metric's own rows count 12 segments)
     assert row["here"].endswith(f"{d.mean():+.1f} ± {half:.1f}")
-    assert row["verdict"] == verdict("higher", d.mean() - half, d.mean() + half)
+    assert row["verdict"] == decide("higher", d.mean() - half, d.mean() + half)
     assert "1 " + row["verdict"] in capsys.readouterr().out
     assert (
         "| smoke-text" not in (out / "verdicts.md").read_text()
@@ -284,33 +384,43 @@ def test_accuracy_and_recorded_claims_read_the_models_run_json_records(tmp_path)
         f'kind = "{kind}"\nmodels = {models}\nexpect = "{expect}"\n{extra}\n'
         for i, kind, models, expect, extra in (
             ("acc", "accuracy", '["a", "b"]', "higher", ""),
-            ("acc-trend", "accuracy", '["a", "b", "c"]', "falling", ""),
-            ("par", "accuracy", '["b", "c"]', "on par", ""),
+            ("acc-trend", "accuracy", '["a", "b", "c"]', "falling", ""),  # endpoint c - a: -7.9
+            ("par", "accuracy", '["b", "c"]', "equivalent", 'margin = 2.0\nmargin_reason = "points"'),
+            ("par-wide", "accuracy", '["b", "c"]', "equivalent", 'margin = 1.0\nmargin_reason = "points"'),
+            ("paired", "accuracy", '["e", "f"]', "higher", ""),
             ("steps", "recorded", '["a", "b"]', "lower", 'key = "steps_to_best_validation"\ndigits = 0'),
             ("steps-missing", "recorded", '["a", "c"]', "lower", 'key = "steps_to_best_validation"'),
             ("acc-missing", "accuracy", '["a", "d"]', "higher", ""),
         )
     )
     rules, claims = load_claims(_claims_file(tmp_path, body))
+    # e and f: the same 10 items, e right on 8, f on 6, and both right on the first 5
     models = {
         "a": {"test_accuracy": 0.98, "n_test": 1000, "steps_to_best_validation": 1595},
         "b": {"test_accuracy": 0.90, "n_test": 1000, "steps_to_best_validation": 3190},
         "c": {"test_accuracy": 0.901, "n_test": 1000},
         "d": {"test_accuracy": 0.9},
+        "e": {"test_accuracy": 0.8, "n_test": 10, "test_correct": "1111111100"},
+        "f": {"test_accuracy": 0.6, "n_test": 10, "test_correct": "1111100010"},
     }
     run = RunData(
         "s", pd.DataFrame(columns=["model", "method", "metric", "cluster_id", "sample_id", "value"]), {}, models
     )
     table = evaluate_claims(claims, rules, {"s": run}).set_index("id")
     assert table.loc["acc", "verdict"] == "holds" and table.loc["acc", "here"].startswith("98.0 vs 90.0: +8.0 ± ")
-    assert table.loc["acc-trend", "verdict"] == "on par"  # 98 -> 90 falls, 90 -> 90.1 is flat
-    assert table.loc["acc-trend", "here"].startswith("98.0 → 90.0 → 90.1 %; steps -8.0 ± ")
-    assert table.loc["par", "verdict"] == "holds"
+    assert table.loc["acc", "here"].endswith("points (unpaired)")
+    assert table.loc["acc-trend", "verdict"] == "holds"  # decided on the endpoint, 98 -> 90.1
+    assert table.loc["acc-trend", "here"].startswith("98.0 → 90.0 → 90.1 %; endpoint -7.9 ± ")
+    # -0.1 points, 90 % interval about ±2.2 (two unpaired proportions of 1,000): wider than either margin
+    assert table.loc["par", "verdict"] == "inconclusive" and "; 90 % [" in table.loc["par", "here"]
+    assert table.loc["par-wide", "verdict"] == "inconclusive"
+    paired = paired_accuracy_difference(np.array([1] * 8 + [0] * 2), np.array([1] * 5 + [0, 0, 0, 1, 0]), 0.95)
+    assert table.loc["paired", "here"] == f"80.0 vs 60.0: +20.0 ± {(paired.high - paired.low) / 2:.1f} points (paired)"
     assert table.loc["steps", "verdict"] == "holds (as recorded)"
     assert table.loc["steps", "here"].startswith("1,595 vs 3,190 steps")
     assert table.loc["steps-missing", "verdict"] == "not run (the s run records no steps_to_best_validation of c)"
     assert table.loc["acc-missing", "verdict"] == "not run (the s run records no held-out accuracy of d)"
-    with pytest.raises(UserError, match="names 2 models and expects higher, lower or on par"):
+    with pytest.raises(UserError, match="names 2 models and expects higher or lower"):
         load_claims(
             _claims_file(
                 tmp_path,
@@ -326,7 +436,15 @@ def test_a_run_records_what_its_units_know_of_each_model(tmp_path):
     from faithbench.bench.store.results import RunStore
 
     info = {"test_accuracy": 0.9, "n_test": 10, "steps_to_best_validation": 7, "curve": [0.1], "source": "zoo"}
-    assert model_record(info) == {"source": "zoo", "test_accuracy": 0.9, "n_test": 10, "steps_to_best_validation": 7}
+    info |= {"test_correct": "1111111110", "test_accuracy_by_epoch": (0.5, 0.9), "kept_epoch": True}
+    assert model_record(info) == {
+        "source": "zoo",
+        "test_accuracy": 0.9,
+        "n_test": 10,
+        "test_correct": "1111111110",  # the per-item results behind paired accuracy claims
+        "steps_to_best_validation": 7,
+        "test_accuracy_by_epoch": [0.5, 0.9],  # the training-speed claims
+    }
     units = [
         {"model": "a", "method": "x", "key": "k1", "model_info": model_record(info)},
         {"model": "a", "method": "y", "key": "k2", "model_info": model_record(info)},
@@ -346,7 +464,11 @@ def test_the_results_pages_claims_table_is_generated_from_the_committed_inputs(t
     block = page.split("<!-- verdicts:start -->\n")[1].split("<!-- verdicts:end -->")[0]
     assert block == (tmp_path / "verdicts.md").read_text()
     _, claims = load_claims()
-    assert block.count("\n| ") == len(claims) + 1  # the separator line and one row per claim
+    rows = [
+        line for line in block.splitlines() if line.startswith("| ") and not line.startswith(("| ---", "| paper |"))
+    ]
+    assert len(rows) == len(claims)  # one row per claim, in two tables (the papers' claims, the extensions)
+    assert block.count("| paper | claim |") == 2 and "**Extensions (5)**" in block
 
 
 def test_rows_of_other_shapes_are_not_paired_and_infinite_scores_are_left_out(tmp_path):
@@ -366,7 +488,7 @@ def test_rows_of_other_shapes_are_not_paired_and_infinite_scores_are_left_out(tm
 
 @pytest.mark.parametrize(
     ("rules", "message"),
-    [('locality_metrics = "gridpg"\n', "a list of metric names"), ("level = 95\n", r"a probability in \(0, 1\)")],
+    [('locality_metrics = "gridpg"\n', "a list of metric names"), ("level = 95\n", r"probabilities in \(0, 1\)")],
 )
 def test_malformed_rules_are_refused(tmp_path, rules, message):
     with pytest.raises(UserError, match=message):
@@ -380,3 +502,91 @@ def test_the_recorded_locality_checks_are_in_model_order_whatever_the_set_order(
     wins = run_locality(tmp_path, None, {"cnn_gap_mnist", "vit_mnist", "bcos_vit_mnist"}, n_grids=0)
     assert list(wins) == ["bcos_vit_mnist", "cnn_gap_mnist", "vit_mnist"]
     assert wins["vit_mnist"] == 0.9
+
+
+def test_speedup_and_cost_claims_are_decided_as_recorded(tmp_path):
+    """The training speed-up from the recorded accuracy by epoch, the explanation cost from the results' seconds."""
+    body = "".join(
+        f'[[claim]]\nid = "{i}"\npaper = "P"\nsource = "Tab. 4"\nfinding = "f"\npaper_value = "v"\nsuite = "s"\n'
+        f"{rest}\n"
+        for i, rest in (
+            ("fast", 'kind = "speedup"\nmodels = ["tuned", "scratch"]\nexpect = "higher"\npaper_effect = 5.2'),
+            ("never", 'kind = "speedup"\nmodels = ["stuck", "scratch"]\nexpect = "higher"\ncause = "toy scale"\n'
+             'cause_note = "short schedules"'),
+            ("slower", 'kind = "speedup"\nmodels = ["scratch", "tuned"]\nexpect = "higher"'),
+            ("unlogged", 'kind = "speedup"\nmodels = ["tuned", "plain"]\nexpect = "higher"'),
+            ("cheap", 'kind = "cost"\nmetric = "m"\nrows = [{ model = "x", method = "native" }, '
+             '{ model = "x", method = "lime" }]\nexpect = "lower"\npaper_effect = 85'),
+            ("untimed", 'kind = "cost"\nmetric = "m"\nrows = [{ model = "x", method = "native" }, '
+             '{ model = "x", method = "ig" }]\nexpect = "lower"'),
+        )
+    )  # fmt: skip
+    rules, claims = load_claims(_claims_file(tmp_path, body, rules="locality_metrics = []\n"))
+    models = {
+        "tuned": {"test_accuracy_by_epoch": [0.96, 0.975, 0.98]},  # reaches 0.97 at epoch 2
+        "scratch": {"test_accuracy_by_epoch": [0.80, 0.90, 0.95, 0.96, 0.97, 0.969]},  # its best, 0.97, at epoch 5
+        "stuck": {"test_accuracy_by_epoch": [0.5, 0.6]},
+        "plain": {"test_accuracy": 0.9, "n_test": 10},
+    }
+    results = pd.DataFrame(
+        {
+            "model": ["x", "x", "x"],
+            "method": ["native", "lime", "ig"],
+            "metric": ["m"] * 3,
+            "params": ["{}"] * 3,
+            "explain_time_s": [0.32, 80.0, float("nan")],
+            "n": [300, 310, 320],
+            "n_undefined": [20, 10, 0],  # explained, then undefined: explained all the same
+        }
+    )
+    run = run_data(
+        "s", results, pd.DataFrame(columns=["model", "method", "metric", "cluster_id", "sample_id", "value"])
+    )
+    run = replace(run, models=models)
+    table = evaluate_claims(claims, rules, {"s": run}).set_index("id")
+    assert table.loc["fast", "verdict"] == "holds (as recorded)"
+    assert table.loc["fast", "here"].startswith("2 vs 5 epochs to 97.0 %: 2.5x")
+    assert table.loc["fast", "ratio"] == pytest.approx(2.5 / 5.2) and table.loc["fast", "contains_paper"] == "no"
+    assert table.loc["never", "verdict"] == "fails (as recorded)"
+    assert table.loc["never", "cause"] == "toy scale: short schedules"
+    assert table.loc["slower", "verdict"] == "fails (as recorded)"  # the tuned model's best at 3 of its epochs
+    assert table.loc["slower", "cause"] == "undeclared"
+    assert table.loc["unlogged", "verdict"] == "not run (the s run records no accuracy by epoch of plain)"
+    # 0.32 s / 320 inputs = 1 ms against 80 s / 320 = 250 ms: 250x cheaper
+    assert table.loc["cheap", "verdict"] == "holds (as recorded)" and "250x cheaper" in table.loc["cheap", "here"]
+    assert table.loc["cheap", "ratio"] == pytest.approx(250 / 85)
+    assert table.loc["untimed", "verdict"] == "not run (the s run records no explanation time of x / ig)"
+
+
+def test_one_claim_for_each_method_of_a_figure(tmp_path):
+    body = (
+        '[[claim]]\nid = "fig-{method}"\nfor_methods = ["lime", "gradcam"]\npaper = "P"\nsource = "Fig. 6"\n'
+        'finding = "W(x)x beats {method}"\npaper_value = "v"\nsuite = "s"\nmetric = "m"\nkind = "difference"\n'
+        'rows = [{ model = "x", method = "native" }, { model = "y", method = "{method}" }]\nexpect = "higher"\n'
+    )
+    _, claims = load_claims(_claims_file(tmp_path, body))
+    assert [c.id for c in claims] == ["fig-lime", "fig-gradcam"]
+    assert [c.finding for c in claims] == ["W(x)x beats lime", "W(x)x beats gradcam"]
+    assert claims[1].rows == (Row(model="x", method="native"), Row(model="y", method="gradcam"))
+    with pytest.raises(UserError, match="has {method} in its id"):
+        load_claims(_claims_file(tmp_path, body.replace('id = "fig-{method}"', 'id = "fig"')))
+    with pytest.raises(UserError, match="for_methods is a list of method names"):
+        load_claims(_claims_file(tmp_path, body.replace('["lime", "gradcam"]', '"lime"')))
+
+
+def test_every_shipped_claim_that_does_not_hold_names_its_cause(tmp_path):
+    """The committed table: no verdict reads "on par", every decided claim that does not hold has a declared cause
+    from the fixed list, and a claim with a paper effect shows the ratio and whether its interval contains it."""
+    runs = sorted(str(p) for p in (ROOT / "results" / "claims").glob("*/") if p.is_dir())
+    assert main(["verdicts", *runs, "--locality-grids", "0", "--out", str(tmp_path)]) == 0
+    table = pd.read_csv(tmp_path / "verdicts.csv", keep_default_na=False)
+    assert not table["verdict"].str.contains("on par").any()
+    decided = table[
+        table["verdict"].str.split(" (", regex=False).str[0].isin(["fails", "inconclusive", "not equivalent"])
+    ]
+    assert len(decided) > 0
+    undeclared = decided.loc[decided["cause"] == "undeclared", "id"].tolist()
+    assert not undeclared, f"claims that do not hold without a declared cause: {undeclared}"
+    assert decided["cause"].str.split(":").str[0].isin(CAUSES).all()
+    sized = table[(table["paper_effect"] != "") & (table["here"] != "")]
+    assert len(sized) > 10 and sized["contains_paper"].isin(["yes", "no"]).all()
