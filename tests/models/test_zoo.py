@@ -48,6 +48,9 @@ def test_build_caches_and_reloads_without_training(tiny):
     model, info = zoo.build("tiny")
     assert len(tiny) == 1 and zoo.checkpoint_path("tiny").exists()
     assert info["note"] == "tiny" and 0 <= info["test_accuracy"] <= 1 and info["n_test"] == 1000
+    # the per-item results behind the accuracy, one 0/1 per held-out image in the split's order (paired claims)
+    assert len(info["test_correct"]) == 1000 and set(info["test_correct"]) <= {"0", "1"}
+    assert info["test_correct"].count("1") / 1000 == pytest.approx(info["test_accuracy"], abs=1e-6)
     again, info2 = zoo.build("tiny")
     assert len(tiny) == 1, "a cached model was trained again"
     assert info2 == info
