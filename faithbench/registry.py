@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 from faithbench.errors import UnknownNameError, UserError
@@ -22,6 +22,10 @@ class Registry(Generic[T]):
         self.kind = kind
         self.plural = plural or f"{kind}s"
         self._entries: dict[str, T] = {}
+        # names derived from registered ones on first use (a zoo model's further builds, ``NAME@2``): found by get and
+        # ``in``, never listed (names, items, len and iteration are the registered entries only)
+        self.derive: Callable[[str], T | None] | None = None
+        self._derived: dict[str, T] = {}
 
     def register(self, name: str, entry: T) -> T:
         """Add ``entry`` as ``name``. The same definition run again (a notebook cell re-run: a class or function of
@@ -35,10 +39,25 @@ class Registry(Generic[T]):
         try:
             return self._entries[name]
         except (KeyError, TypeError):
-            raise self.unknown(name) from None
+            entry = self._derive(name)
+            if entry is None:
+                raise self.unknown(name) from None
+            return entry
+
+    def _derive(self, name: object) -> T | None:
+        if not isinstance(name, str) or self.derive is None:
+            return None
+        if name not in self._derived:
+            entry = self.derive(name)
+            if entry is None:
+                return None
+            self._derived[name] = entry
+        return self._derived[name]
 
     def unregister(self, name: str) -> T:
-        """Remove an entry (tests, and plugins that replace an entry on purpose)."""
+        """Remove an entry (tests, and plugins that replace an entry on purpose); the names derived so far go too
+        (one may have been derived from it)."""
+        self._derived.clear()
         return self._entries.pop(name)
 
     __getitem__ = get
@@ -85,7 +104,7 @@ class Registry(Generic[T]):
 
     def __contains__(self, name: object) -> bool:
         try:
-            return name in self._entries
+            return name in self._entries or self._derive(name) is not None
         except TypeError:
             return False
 

@@ -50,20 +50,26 @@ def _zoo(name: str) -> Callable[..., ModelAdapter]:
     return build
 
 
-for _name, _recipe in zoo.RECIPES.items():
-    MODELS.register(
-        _name,
-        ModelSpec(
-            name=_name,
-            family=_recipe.family,
-            source="zoo",
-            description=_recipe.description,
-            build=_zoo(_name),
-            modality=_recipe.modality,
-            dataset=_recipe.dataset,
-            tokenizer=_recipe.tokenizer,
-        ),
+def _zoo_spec(name: str) -> ModelSpec | None:
+    """The model of zoo recipe ``name`` (a registered one, or a further build ``NAME@K`` derived on first use)."""
+    if name not in zoo.RECIPES:
+        return None
+    recipe = zoo.RECIPES.get(name)
+    return ModelSpec(
+        name=name,
+        family=recipe.family,
+        source="zoo",
+        description=recipe.description,
+        build=_zoo(name),
+        modality=recipe.modality,
+        dataset=recipe.dataset,
+        tokenizer=recipe.tokenizer,
     )
+
+
+for _name in zoo.RECIPES:
+    MODELS.register(_name, _zoo_spec(_name))
+MODELS.derive = _zoo_spec  # NAME@K: build K of zoo model NAME, found by name, never listed
 for _arch, _vit, _layer in (
     ("resnet18", False, "layer4"),
     ("resnet50", False, "layer4"),

@@ -42,6 +42,19 @@ class Estimate:
     b: float = float("nan")
 
 
+@dataclass(frozen=True)
+class Found:
+    """A claim's estimate before its outcome: the interval at the rules' level, an equivalence's interval at the
+    equivalence level, the text of the table's ``here``; ``recorded``: a number as recorded, without an interval
+    (``ratio``: one that supports the claim above 1, a speed-up or a cost ratio; else a difference)."""
+
+    e: Estimate
+    eq: Estimate | None
+    here: str
+    recorded: bool = False
+    ratio: bool = False
+
+
 def directional(expect: str, low: float, high: float) -> str:
     """A claimed direction against an interval: holds / fails / inconclusive (an interval touching 0 contains it)."""
     up = expect in UP

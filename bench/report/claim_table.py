@@ -45,16 +45,17 @@ def verdict_table(table: pd.DataFrame) -> str:
     """The claims as Markdown, the papers' claims and the extensions each with its totals (the results page's
     table is this, generated)."""
     head = (
-        "| paper | claim | paper's figure | paper's effect | here (± 95 % interval) | n | here / paper | "
+        "| paper | claim | paper's figure | paper's effect | here (± 95 % interval) | n | per build | here / paper | "
         "paper's effect inside | verdict | cause |\n"
-        "| --- | --- | --- | ---: | --- | ---: | ---: | --- | --- | --- |"
+        "| --- | --- | --- | ---: | --- | ---: | --- | ---: | --- | --- | --- |"
     )
     parts = []
     for block, line in summary(table).items():
         rows = table[table["block"] == block]
         lines = [
             f"| {r.paper} {r.source} | {r.finding} | {r.paper_value} | {r.paper_effect or '-'} | {r.here or '-'} | "
-            f"{r.n or '-'} | {_ratio_text(r.ratio)} | {r.contains_paper or '-'} | {r.verdict} | {r.cause or '-'} |"
+            f"{r.n or '-'} | {r.builds or '-'} | {_ratio_text(r.ratio)} | {r.contains_paper or '-'} | {r.verdict} | "
+            f"{r.cause or '-'} |"
             for r in rows.itertuples()
         ]
         title, counts = line.split(": ", 1)

@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from faithbench.bench.report.claim_builds import at_build, builds_in, combined, finish
 from faithbench.bench.report.claim_rule import (
     Estimate,
+    Found,
     accuracy_difference,
-    cause_text,
-    decided,
     difference_text,
     effect_text,
     equivalence_text,
@@ -32,7 +32,7 @@ from faithbench.bench.report.paper_claims import KINDS, MODEL_KINDS, Claim, Rule
 
 COLUMNS = [
     *("id", "block", "paper", "source", "finding", "paper_value", "suite", "metric", "expect", "here", "n"),
-    *("paper_effect", "ratio", "contains_paper", "verdict", "cause"),
+    *("paper_effect", "ratio", "contains_paper", "builds", "verdict", "cause"),
 ]
 
 
@@ -125,22 +125,24 @@ def _ineligible(claim: Claim, rules: Rules, locality: Mapping[str, float]) -> st
 
 def evaluate_claim(claim: Claim, rules: Rules, run: RunData | None) -> dict[str, Any]:
     """One claim's row (:data:`COLUMNS`): the estimate here (``here``, ``n`` clusters), the paper's effect beside
-    it, and its outcome."""
+    it, and its outcome; over every build of the claim's models the run holds (:mod:`.claim_builds`)."""
     out = {c: getattr(claim, c) for c in COLUMNS if hasattr(claim, c)}
     out |= {"block": "extension" if claim.extension else "paper", "paper_effect": effect_text(claim)}
-    out |= {"here": "", "n": 0, "ratio": float("nan"), "contains_paper": "", "cause": ""}
+    out |= {"here": "", "n": 0, "ratio": float("nan"), "contains_paper": "", "builds": "", "cause": ""}
     if claim.kind == "untested":
         return out | {"verdict": f"not run ({claim.reason})"}
     if run is None:
         return out | {"verdict": f"not run (no {claim.suite} run given)"}
-    row = _model_claim(claim, rules, run) if claim.kind in MODEL_KINDS else _row_claim(claim, rules, run)
+    estimate = _model_claim if claim.kind in MODEL_KINDS else _row_claim
+    found = [estimate(at_build(claim, k), rules, run) for k in builds_in(claim, run)] or [estimate(claim, rules, run)]
+    row = combined(claim, found, rules) if len(found) > 1 else finish(claim, found[0])
     if claim.not_comparable and not row["verdict"].startswith("not comparable"):  # rows a definition leaves out
         row = {"verdict": f"not comparable ({claim.not_comparable})"}
     return out | row
 
 
-def _row_claim(claim: Claim, rules: Rules, run: RunData) -> dict[str, Any]:
-    """A claim on rows (model, method, metric) of the run's scores: its estimate and outcome."""
+def _row_claim(claim: Claim, rules: Rules, run: RunData) -> Found | dict[str, Any]:
+    """A claim on rows (model, method, metric) of the run's scores: its estimate, or why it has none."""
     if not any(key[2] == claim.metric for key in run.params):
         return {"verdict": f"not run ({claim.metric} not in the {claim.suite} run)"}
     missing = [str(r) for r in claim.rows if (r.model, r.method, claim.metric) not in run.params]
@@ -156,7 +158,7 @@ def _row_claim(claim: Claim, rules: Rules, run: RunData) -> dict[str, Any]:
         e = one_sample(run.samples, claim.rows[0], claim.metric, rules.level)
         if e is None:
             return {"verdict": "not eligible (fewer than 2 scored samples)"}
-        return decided(claim, e, None, pm(e, d))
+        return Found(e, None, pm(e, d))
     a, b = (claim.rows[-1], claim.rows[0]) if claim.kind == "trend" else claim.rows
     e = paired_difference(run.samples, a, b, claim.metric, rules.level)
     if e is None:
@@ -165,11 +167,10 @@ def _row_claim(claim: Claim, rules: Rules, run: RunData) -> dict[str, Any]:
     if claim.expect == "equivalent":
         eq = paired_difference(run.samples, a, b, claim.metric, rules.equivalence_level)
     if claim.kind == "difference":
-        here = difference_text(e, d) + (equivalence_text(eq, claim, rules) if eq is not None else "")
-        return decided(claim, e, eq, here)
+        return Found(e, eq, difference_text(e, d) + (equivalence_text(eq, claim, rules) if eq is not None else ""))
     levels = [one_sample(run.samples, r, claim.metric, rules.level) for r in claim.rows]
     shown = " → ".join(fmt(v.mean, d) if v is not None else "-" for v in levels)
-    return decided(claim, e, None, f"{shown}; endpoint {pm(e, d, True)}")
+    return Found(e, None, f"{shown}; endpoint {pm(e, d, True)}")
 
 
 def _accuracy(info: dict[str, Any]) -> tuple[float, int] | None:
@@ -198,8 +199,8 @@ def accuracy_estimate(a: dict[str, Any], b: dict[str, Any], level: float) -> tup
     return accuracy_difference(pa, pb, level), "unpaired"
 
 
-def _model_claim(claim: Claim, rules: Rules, run: RunData) -> dict[str, Any]:
-    """An accuracy or recorded claim's estimate and outcome, from run.json's record of the models."""
+def _model_claim(claim: Claim, rules: Rules, run: RunData) -> Found | dict[str, Any]:
+    """An accuracy, recorded or speedup claim's estimate, from run.json's record of the models."""
     d = claim.digits
     if claim.kind == "recorded":
         values = [run.models.get(m, {}).get(claim.key) for m in claim.models]
@@ -208,8 +209,7 @@ def _model_claim(claim: Claim, rules: Rules, run: RunData) -> dict[str, Any]:
             return {"verdict": f"not run (the {claim.suite} run records no {claim.key} of {', '.join(lacking)})"}
         a, b = (float(v) for v in values)
         here = f"{a:,.{d}f} vs {b:,.{d}f} {claim.key.replace('_', ' ')} (as recorded, no interval)"
-        row = decided(claim, Estimate(a - b, a - b, a - b, 1, a, b), None, here)
-        return row | {"verdict": f"{row['verdict']} (as recorded)"}
+        return Found(Estimate(a - b, a - b, a - b, 1, a, b), None, here, recorded=True)
     infos = [run.models.get(m, {}) for m in claim.models]
     if claim.kind == "speedup":
         return _speedup_claim(claim, infos)
@@ -221,18 +221,9 @@ def _model_claim(claim: Claim, rules: Rules, run: RunData) -> dict[str, Any]:
         eq, _ = accuracy_estimate(a, b, rules.equivalence_level)
     if claim.expect in KINDS["trend"]:
         levels = " → ".join(fmt(100 * _accuracy(i)[0], d) for i in infos)
-        return decided(claim, e, None, f"{levels} %; endpoint {pm(e, d, True)} points ({pairing})")
+        return Found(e, None, f"{levels} %; endpoint {pm(e, d, True)} points ({pairing})")
     here = f"{difference_text(e, d)} points ({pairing})" + (equivalence_text(eq, claim, rules) if eq else "")
-    return decided(claim, e, eq, here)
-
-
-def _as_recorded(claim: Claim, value: float, here: str) -> dict[str, Any]:
-    """A claim decided on one recorded number (no interval): ``value`` above 1 supports it."""
-    row = decided(claim, Estimate(value, value, value, 1), None, here)
-    outcome = "holds" if value > 1 else "fails"
-    if row["verdict"] in ("holds", "fails", "inconclusive"):
-        row = row | {"verdict": outcome, "cause": cause_text(claim) if outcome == "fails" else ""}
-    return row | {"verdict": f"{row['verdict']} (as recorded)"}
+    return Found(e, eq, here)
 
 
 def epochs_to(curve: list[float], target: float) -> int | None:
@@ -240,7 +231,7 @@ def epochs_to(curve: list[float], target: float) -> int | None:
     return next((i + 1 for i, a in enumerate(curve) if a >= target), None)
 
 
-def _speedup_claim(claim: Claim, infos: list[dict[str, Any]]) -> dict[str, Any]:
+def _speedup_claim(claim: Claim, infos: list[dict[str, Any]]) -> Found | dict[str, Any]:
     curves = [i.get("test_accuracy_by_epoch") for i in infos]
     if lacking := [m for m, c in zip(claim.models, curves, strict=True) if not isinstance(c, list) or not c]:
         return {"verdict": f"not run (the {claim.suite} run records no accuracy by epoch of {', '.join(lacking)})"}
@@ -249,20 +240,22 @@ def _speedup_claim(claim: Claim, infos: list[dict[str, Any]]) -> dict[str, Any]:
     needed, reached = epochs_to(fast, target), epochs_to(slow, target)
     if needed is None:
         here = f"{claim.models[0]} stays below {100 * target:.1f} % in its {len(fast)} epochs (as recorded)"
-        return {"here": here, "n": 1, "verdict": "fails (as recorded)", "cause": cause_text(claim)}
+        return Found(Estimate(0.0, 0.0, 0.0, 1), None, here, recorded=True, ratio=True)
     speedup = reached / needed
     here = f"{needed} vs {reached} epochs to {100 * target:.1f} %: {speedup:.1f}x (as recorded, no interval)"
-    return _as_recorded(claim, speedup, here)
+    return Found(Estimate(speedup, speedup, speedup, 1), None, here, recorded=True, ratio=True)
 
 
-def _cost_claim(claim: Claim, run: RunData) -> dict[str, Any]:
+def _cost_claim(claim: Claim, run: RunData) -> Found | dict[str, Any]:
     keys = [(r.model, r.method, claim.metric) for r in claim.rows]
     if lacking := [str(r) for r, k in zip(claim.rows, keys, strict=True) if k not in run.costs]:
         return {"verdict": f"not run (the {claim.suite} run records no explanation time of {', '.join(lacking)})"}
     (ta, na), (tb, nb) = (run.costs[k] for k in keys)
     a, b = ta / na, tb / nb
+    if not a > 0:
+        return {"verdict": "not run (no explanation time recorded)"}
     here = f"{a:.3g} vs {b:.3g} s per explained input: {b / a:.0f}x cheaper (as recorded, one unit each)"
-    return _as_recorded(claim, b / a, here) if a > 0 else {"verdict": "not run (no explanation time recorded)"}
+    return Found(Estimate(b / a, b / a, b / a, 1), None, here, recorded=True, ratio=True)
 
 
 def evaluate_claims(claims: tuple[Claim, ...], rules: Rules, runs: Mapping[str, RunData]) -> pd.DataFrame:

@@ -28,6 +28,7 @@ from faithbench.metrics.registry import METRICS
 from faithbench.models import MODELS
 from faithbench.models.data.datasets import DATASETS
 from faithbench.models.user import SOURCE as USER_SOURCE
+from faithbench.models.zoo.builds import with_builds
 
 SCALARS = {  # key: (type, smallest value or None)
     "name": (str, None),
@@ -41,6 +42,7 @@ SCALARS = {  # key: (type, smallest value or None)
     "pool_calls": (bool, None),
     "store_maps": (bool, None),
     "pieces": (int, 1),
+    "builds": (int, 1),
 }
 LISTS = ("models", "methods", "metrics", "plugins", "controls", "rerun_seeds", "tiers")
 
@@ -71,6 +73,7 @@ class Suite:
     pool_calls: bool = True  # a unit's metrics score their perturbed inputs in shared calls (not in the resume key)
     store_maps: bool = True  # keep every unit's maps for ``bench rescore`` (not in the resume key)
     pieces: int = 1  # each unit split into this many pieces that workers share (bench.store.pieces)
+    builds: int = 1  # each zoo model as builds 1 .. N (NAME, NAME@2, ...: models.zoo.builds), listed in models
     configs: Mapping[str, Any] = field(default_factory=dict)
     method_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     plugins: tuple[str, ...] = ()
@@ -142,6 +145,7 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
     tier_names = tiers(data.get("tiers", []), data.get("name"), where, folder)
     values = {k: _scalar(data, k, where) for k in SCALARS if k in data}
     models = MODELS.check(data["models"], f"{where} models")
+    models = with_builds(models, values.get("builds", 1), MODELS.__contains__, where)
     methods = METHODS.check(data["methods"], f"{where} methods")
     metrics = METRICS.check(data["metrics"], f"{where} metrics")
     for kind, names in (("model", models), ("method", methods), ("metric", metrics)):

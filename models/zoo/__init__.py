@@ -28,6 +28,7 @@ from faithbench.errors import UserError
 from faithbench.io import atomic_torch_save
 from faithbench.models.adapter import predict_logits, state_sha256
 from faithbench.models.data.splits import image_splits
+from faithbench.models.zoo.builds import init_seed
 from faithbench.models.zoo.entries import RECIPES
 from faithbench.models.zoo.recipes import BCOS, STANDARD, Recipe
 from faithbench.models.zoo.training import build_label, build_numerics, held_out_record
@@ -134,7 +135,7 @@ def held_out_accuracy(recipe: Recipe, model: nn.Module) -> dict:
 def build(name: str) -> tuple[nn.Module, dict]:
     """The trained module and its info for recipe ``name``, from cache or built now (CPU)."""
     r = RECIPES.get(name)
-    torch.manual_seed(0)
+    torch.manual_seed(init_seed(r))  # 0 for build 1 of every recipe; build K's seed otherwise
     model = r.architecture()
     info = _load_checkpoint(name, model)
     if info is None:

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from functools import partial
 
 from faithbench.models.nets.aloe import AlignmentConfig
 from faithbench.models.nets.architectures import ConvDigitNet, GapDigitNet, bcos_digit_vit, ccexam_mnist_cnn, digit_vit
+from faithbench.models.zoo.builds import derived_recipe
 from faithbench.models.zoo.recipes import (
     BCE_LOGIT_BIAS,
     BCOS,
@@ -115,6 +117,7 @@ TEST_BED = (
 # papers' accuracy trade-offs can show; every recipe its digit twin's, only the data set differs.
 ANIMAL_BED = gap_bed("animal", "animal-mnist")
 RECIPES: Registry[Recipe] = Registry("zoo model")
+RECIPES.derive = partial(derived_recipe, RECIPES)  # NAME@K: build K of NAME (models.zoo.builds)
 for _recipe in (
     Recipe(
         name="cnn_mnist",

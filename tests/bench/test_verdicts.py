@@ -590,3 +590,47 @@ def test_every_shipped_claim_that_does_not_hold_names_its_cause(tmp_path):
     assert decided["cause"].str.split(":").str[0].isin(CAUSES).all()
     sized = table[(table["paper_effect"] != "") & (table["here"] != "")]
     assert len(sized) > 10 and sized["contains_paper"].isin(["yes", "no"]).all()
+
+
+def test_a_claim_over_three_builds_carries_the_spread_between_them(tmp_path):
+    """Three builds of both models: each build's paired difference, their mean, the t interval over the 3 builds
+    (2 degrees of freedom) and each build's estimate behind the row; a build the run lacks for one model is left
+    out; recorded numbers hold when every build's does."""
+    shift = {1: 8.0, 2: 5.0, 3: 2.0}  # the per-build differences x - y
+    rows = {}
+    for k, d in shift.items():
+        suffix = "" if k == 1 else f"@{k}"
+        rows[(f"x{suffix}", "native")] = [(c, c, 10.0 + d + 0.2 * (c % 2)) for c in range(6)]
+        rows[(f"y{suffix}", "native")] = [(c, c, 10.0) for c in range(6)]
+    rows[("x@4", "native")] = [(c, c, 50.0) for c in range(6)]  # no y@4: build 4 is not a complete build
+    samples = _samples(rows)
+    params = {(m, j, "m"): {} for m, j in rows}
+    models = {m: {"steps_to_best_validation": 100 * (1 + (m.startswith("y")))} for m, _ in rows}
+    body = (
+        _claim("up", "difference", f"{_row('x')}, {_row('y')}", "higher") + "paper_effect = 6\n"
+        + _claim("eq", "difference", f"{_row('x')}, {_row('y')}", "equivalent")
+        + 'margin = 3\nmargin_reason = "points"\ncause = "rule"\ncause_note = "3 builds"\n'
+        + '[[claim]]\nid = "steps"\npaper = "P"\nsource = "Tab. 3"\nfinding = "f"\npaper_value = "v"\nsuite = "s"\n'
+        'kind = "recorded"\nmodels = ["x", "y"]\nkey = "steps_to_best_validation"\nexpect = "lower"\ndigits = 0\n'
+    )  # fmt: skip
+    rules, claims = load_claims(_claims_file(tmp_path, body, rules="locality_metrics = []\n"))
+    table = evaluate_claims(claims, rules, {"s": RunData("s", samples, params, models)}).set_index("id")
+    means = np.array([d + 0.1 for d in shift.values()])  # per build: the mean over its 6 clusters
+    half = T_975_2 * means.std(ddof=1) / np.sqrt(3)
+    up = table.loc["up"]
+    assert up["n"] == 3 and up["here"] == f"15.1 vs 10.0: +{means.mean():.1f} ± {half:.1f} over 3 builds"
+    assert up["builds"].startswith("+8.1 ± 0.1 / +5.1 ± 0.1 / +2.1 ± 0.1")
+    # each build alone holds (±0.1), but 8 / 5 / 2 over 3 builds is +5.1 ± 7.5: the builds' spread decides
+    assert up["verdict"] == "inconclusive" and up["cause"] == "undeclared" and up["contains_paper"] == "yes"
+    t_95_2 = stats.t.ppf(0.95, 2)  # the equivalence's 90 % interval over the builds
+    eq = table.loc["eq"]
+    assert eq["verdict"] == "inconclusive" and eq["cause"] == "rule: 3 builds"
+    assert f"; 90 % [{means.mean() - t_95_2 * means.std(ddof=1) / np.sqrt(3):+.1f}, " in eq["here"]
+    steps = table.loc["steps"]
+    assert steps["verdict"] == "holds (as recorded, 3 builds)" and steps["builds"] == "-100 / -100 / -100"
+    # one build only: the claim reads as before, on build 1
+    first = samples[~samples["model"].str.contains("@")]
+    params1 = {k: v for k, v in params.items() if "@" not in k[0]}
+    table1 = evaluate_claims(claims, rules, {"s": RunData("s", first, params1, models)}).set_index("id")
+    assert table1.loc["up", "verdict"] == "holds" and table1.loc["up", "builds"] == ""
+    assert table1.loc["up", "here"].startswith("18.1 vs 10.0: +8.1 ± ")

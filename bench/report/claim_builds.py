@@ -1,0 +1,90 @@
+"""A claim over several builds of its models (``NAME``, ``NAME@2``, ...: :mod:`faithbench.models.zoo.builds`): one
+estimate per build, each paired within its build, and the claim decided on their mean with the t interval over the
+builds, so the interval carries the spread between training runs as well as between items."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from faithbench.bench.report.claim_rule import (
+    SUPPORTED,
+    Estimate,
+    Found,
+    cause_text,
+    decided,
+    difference_text,
+    directional,
+    equivalence_text,
+    fmt,
+    pm,
+)
+from faithbench.bench.report.paper_claims import MODEL_KINDS, Claim, Row, Rules
+from faithbench.build_names import build_name, split_build
+
+
+def _models(claim: Claim) -> tuple[str, ...]:
+    return tuple(dict.fromkeys([*claim.models, *(r.model for r in claim.rows)]))
+
+
+def builds_in(claim: Claim, run: Any) -> list[int]:
+    """The builds k of which ``run`` (a RunData) holds every model the claim names, build 1 being the names
+    themselves; empty when it holds none completely (the claim then reads what its own names lack)."""
+    names = set(_models(claim))
+    held = set(run.models) if claim.kind in MODEL_KINDS else {key[0] for key in run.params}
+    ks = {split_build(m)[1] for m in held if split_build(m)[0] in names}
+    return sorted(k for k in ks if k >= 1 and all(build_name(n, k) in held for n in names))
+
+
+def at_build(claim: Claim, k: int) -> Claim:
+    """The claim on build ``k`` of each of its models."""
+    if k == 1:
+        return claim
+    rows = tuple(Row(model=build_name(r.model, k), method=r.method) for r in claim.rows)
+    return replace(claim, rows=rows, models=tuple(build_name(m, k) for m in claim.models))
+
+
+def finish(claim: Claim, found: Found | dict[str, Any]) -> dict[str, Any]:
+    """One build's row: its outcome from the rule, or as recorded."""
+    if isinstance(found, dict):
+        return found
+    row = decided(claim, found.e, found.eq, found.here)
+    if not found.recorded or row["verdict"].startswith("not comparable"):
+        return row
+    v = found.e.mean
+    outcome = ("holds" if v > 1 else "fails") if found.ratio else directional(claim.expect, v, v)
+    cause = cause_text(claim) if outcome not in SUPPORTED else ""
+    return row | {"verdict": f"{outcome} (as recorded)", "cause": cause}
+
+
+def over_builds(means: np.ndarray, level: float, a: float = float("nan"), b: float = float("nan")) -> Estimate:
+    """The mean of per-build estimates with the t interval over the builds (len(means) - 1 degrees of freedom)."""
+    mean = float(means.mean())
+    half = float(stats.t.ppf(0.5 + level / 2, len(means) - 1) * means.std(ddof=1) / np.sqrt(len(means)))
+    return Estimate(mean, mean - half, mean + half, len(means), a, b)
+
+
+def combined(claim: Claim, found: list[Found | dict[str, Any]], rules: Rules) -> dict[str, Any]:
+    """The claim over its builds: the first build without an estimate says why; recorded numbers hold when every
+    build's does and fail when every build's fails; estimates are decided on their mean over the builds."""
+    if lacking := next((f for f in found if isinstance(f, dict)), None):
+        return lacking
+    d, n = claim.digits, len(found)
+    means = np.array([f.e.mean for f in found])
+    if any(f.recorded for f in found):
+        outcomes = [finish(claim, f)["verdict"].split(" (", 1)[0] for f in found]
+        outcome = outcomes[0] if len(set(outcomes)) == 1 else "inconclusive"
+        e = Estimate(float(means.mean()), float(means.min()), float(means.max()), n)
+        row = decided(claim, e, None, f"{fmt(e.mean, d)} over {n} builds (as recorded, no interval)")
+        cause = cause_text(claim) if outcome not in SUPPORTED else ""
+        each = " / ".join(fmt(m, d) for m in means)
+        return row | {"verdict": f"{outcome} (as recorded, {n} builds)", "cause": cause, "builds": each}
+    a, b = (float(np.mean([getattr(f.e, x) for f in found])) for x in ("a", "b"))
+    e = over_builds(means, rules.level, a, b)
+    eq = over_builds(means, rules.equivalence_level) if all(f.eq is not None for f in found) else None
+    here = difference_text(e, d) if a == a else pm(e, d, claim.kind != "sign")
+    here += (equivalence_text(eq, claim, rules) if eq is not None else "") + f" over {n} builds"
+    return decided(claim, e, eq, here) | {"builds": " / ".join(pm(f.e, d, claim.kind != "sign") for f in found)}
