@@ -634,3 +634,31 @@ def test_a_claim_over_three_builds_carries_the_spread_between_them(tmp_path):
     table1 = evaluate_claims(claims, rules, {"s": RunData("s", first, params1, models)}).set_index("id")
     assert table1.loc["up", "verdict"] == "holds" and table1.loc["up", "builds"] == ""
     assert table1.loc["up", "here"].startswith("18.1 vs 10.0: +8.1 ± ")
+
+
+def test_the_docs_figures_from_runs_are_generated_from_the_recorded_runs():
+    """README.md, docs/index.md, docs/results.md and docs/models.md show the runs' figures in recorded blocks: each
+    is what faithbench.bench.report.recorded makes of results/claims (.ci/regenerate-claims-table writes them)."""
+    from faithbench.bench.report.recorded import BLOCK, PAGES, regenerate
+
+    for name in PAGES:
+        text = (ROOT / name).read_text()
+        assert BLOCK.search(text), f"{name} has no recorded block"
+        assert regenerate(text, ROOT / "results" / "claims") == text, (
+            f"{name}'s figures from runs are stale: bash .ci/regenerate-claims-table"
+        )
+    readme, index = ((ROOT / n).read_text() for n in ("README.md", "docs/index.md"))
+    assert BLOCK.search(readme).group(3) == BLOCK.search(index).group(3)  # one excerpt, not two
+
+
+def test_a_recorded_block_is_the_mean_of_the_recorded_samples():
+    from faithbench.bench.report.recorded import block
+
+    table = block("bcos-ablation", ROOT / "results" / "claims")
+    s = pd.read_csv(ROOT / "results" / "claims" / "bcos-ablation" / "samples.csv")
+    s = s[(s["model"] == "cnn_gap_mnist") & (s["method"] == "integrated_gradients") & ~s["undefined"]]
+    grids = s.groupby("cluster_id")["value"].mean()
+    half = stats.t.ppf(0.975, len(grids) - 1) * grids.std() / np.sqrt(len(grids))
+    assert (
+        f"| `cnn_gap_mnist` | integrated_gradients | gridpg | {grids.mean():.1f} ± {half:.1f} | {len(grids)} |" in table
+    )
