@@ -17,7 +17,11 @@ from faithbench.bench.store.results import read_results
 
 PAGES = ("README.md", "docs/index.md", "docs/results.md", "docs/models.md")  # the pages with recorded blocks
 BLOCK = re.compile(r"(<!-- recorded:([\w-]+):start -->\n)(.*?)(<!-- recorded:\2:end -->)", re.S)
-DIGITS = {"pixel_deletion": 3, "pixel_insertion": 3, "entropy": 2, "entropy_positive": 2}
+
+
+def _digits(value: float) -> int:
+    """Digits for a mean by its scale: AUCs (below 1) 3, nats (below 10) 2, percentages 1."""
+    return 3 if abs(value) < 1 else 2 if abs(value) < 10 else 1
 
 
 def read_recorded(folder: Path) -> RunData:
@@ -34,7 +38,7 @@ def rows_table(run: RunData) -> str:
         e = one_sample(run.samples, Row(model=model, method=method), metric, 0.95)
         if e is None:
             continue
-        d = DIGITS.get(metric, 1)
+        d = _digits(e.mean)
         lines.append(f"| `{model}` | {method} | {metric} | {e.mean:.{d}f} ± {(e.high - e.low) / 2:.{d}f} | {e.n} |")
     return "\n".join(lines) + "\n"
 
