@@ -662,3 +662,29 @@ def test_a_recorded_block_is_the_mean_of_the_recorded_samples():
     assert (
         f"| `cnn_gap_mnist` | integrated_gradients | gridpg | {grids.mean():.1f} ± {half:.1f} | {len(grids)} |" in table
     )
+
+
+def test_the_command_records_and_replays_every_build_of_a_claims_models(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = {}
+    for k, d in {1: 8.0, 2: 5.0, 3: 2.0}.items():
+        suffix = "" if k == 1 else f"@{k}"
+        rows[(f"x{suffix}", "native")] = [(c, c, 10.0 + d + 0.2 * (c % 2)) for c in range(6)]
+        rows[(f"y{suffix}", "native")] = [(c, c, 10.0) for c in range(6)]
+    rows[("z", "native")] = [(c, c, 1.0) for c in range(6)]  # in no claim: not recorded
+    samples = _samples(rows).assign(rerun_of=np.nan, undefined=False)
+    samples.to_csv(run / "samples.csv", index=False)
+    results = pd.DataFrame([{"model": m, "method": j, "metric": "m", "mean": 0.0, "params": "{}"} for m, j in rows])
+    results.to_csv(run / "results.csv", index=False)
+    (run / "run.json").write_text(json.dumps({"suite": {"name": "s"}}))
+    claims = _claims_file(tmp_path, _claim("up", "difference", f"{_row('x')}, {_row('y')}", "higher"), "")
+    out, rec, again = tmp_path / "out", tmp_path / "rec", tmp_path / "again"
+    args = ["--claims", str(claims), "--locality-grids", "0"]
+    assert main(["verdicts", str(run), *args, "--out", str(out), "--record", str(rec)]) == 0
+    kept = pd.read_csv(rec / "s" / "samples.csv")
+    assert set(kept["model"]) == {"x", "x@2", "x@3", "y", "y@2", "y@3"}
+    assert main(["verdicts", str(rec / "s"), *args, "--out", str(again)]) == 0
+    assert (again / "verdicts.csv").read_text() == (out / "verdicts.csv").read_text()
+    row = pd.read_csv(out / "verdicts.csv").iloc[0]
+    assert row["n"] == 3 and row["here"].endswith("over 3 builds") and row["verdict"] == "inconclusive"
