@@ -1,6 +1,8 @@
 """A claim over several builds of its models (``NAME``, ``NAME@2``, ...: :mod:`faithbench.models.zoo.builds`): one
-estimate per build, each paired within its build, and the claim decided on their mean with the t interval over the
-builds, so the interval carries the spread between training runs as well as between items."""
+estimate per build, each paired within its build, and the claim decided on their mean. Its interval adds the two
+sources of variance: the spread of the K build means (s^2 / K) and the items' (the builds' mean squared standard
+error: the builds score the same shared items, so the spread of their means alone would leave the items' noise
+out), with the t quantile of K - 1 degrees of freedom."""
 
 from __future__ import annotations
 
@@ -31,12 +33,19 @@ def _models(claim: Claim) -> tuple[str, ...]:
 
 
 def builds_in(claim: Claim, run: Any) -> list[int]:
-    """The builds k of which ``run`` (a RunData) holds every model the claim names, build 1 being the names
-    themselves; empty when it holds none completely (the claim then reads what its own names lack)."""
+    """The builds k of which ``run`` (a RunData) holds everything the claim reads (every row's scores, or every
+    model's record), build 1 being the names themselves; empty when it holds no build completely (the claim then
+    reads what its own names lack)."""
     names = set(_models(claim))
     held = set(run.models) if claim.kind in MODEL_KINDS else {key[0] for key in run.params}
-    ks = {split_build(m)[1] for m in held if split_build(m)[0] in names}
-    return sorted(k for k in ks if k >= 1 and all(build_name(n, k) in held for n in names))
+    ks = sorted({split_build(m)[1] for m in held if split_build(m)[0] in names} - {0})
+
+    def complete(k: int) -> bool:
+        if claim.kind in MODEL_KINDS:
+            return all(build_name(m, k) in run.models for m in claim.models)
+        return all((build_name(r.model, k), r.method, claim.metric) in run.params for r in claim.rows)
+
+    return [k for k in ks if complete(k)]
 
 
 def at_build(claim: Claim, k: int) -> Claim:
@@ -60,31 +69,45 @@ def finish(claim: Claim, found: Found | dict[str, Any]) -> dict[str, Any]:
     return row | {"verdict": f"{outcome} (as recorded)", "cause": cause}
 
 
-def over_builds(means: np.ndarray, level: float, a: float = float("nan"), b: float = float("nan")) -> Estimate:
-    """The mean of per-build estimates with the t interval over the builds (len(means) - 1 degrees of freedom)."""
+def over_builds(
+    means: np.ndarray, ses: np.ndarray, level: float, a: float = float("nan"), b: float = float("nan")
+) -> Estimate:
+    """The mean of K per-build estimates with its interval: standard error sqrt(s^2 / K + mean(se^2)), the builds'
+    spread and the items' noise the builds share, at the t quantile of K - 1 degrees of freedom."""
+    k = len(means)
+    se = float(np.sqrt(means.var(ddof=1) / k + np.mean(ses**2)))
+    half = float(stats.t.ppf(0.5 + level / 2, k - 1)) * se
     mean = float(means.mean())
-    half = float(stats.t.ppf(0.5 + level / 2, len(means) - 1) * means.std(ddof=1) / np.sqrt(len(means)))
-    return Estimate(mean, mean - half, mean + half, len(means), a, b)
+    return Estimate(mean, mean - half, mean + half, k, a, b, se)
 
 
 def combined(claim: Claim, found: list[Found | dict[str, Any]], rules: Rules) -> dict[str, Any]:
     """The claim over its builds: the first build without an estimate says why; recorded numbers hold when every
-    build's does and fail when every build's fails; estimates are decided on their mean over the builds."""
+    build's does and fail when every build's fails (the paper's effect inside when every build's is); estimates are
+    decided on their mean over the builds."""
     if lacking := next((f for f in found if isinstance(f, dict)), None):
         return lacking
     d, n = claim.digits, len(found)
     means = np.array([f.e.mean for f in found])
     if any(f.recorded for f in found):
-        outcomes = [finish(claim, f)["verdict"].split(" (", 1)[0] for f in found]
+        rows = [finish(claim, f) for f in found]
+        outcomes = [r["verdict"].split(" (", 1)[0] for r in rows]
         outcome = outcomes[0] if len(set(outcomes)) == 1 else "inconclusive"
-        e = Estimate(float(means.mean()), float(means.min()), float(means.max()), n)
+        e = Estimate(float(means.mean()), float(means.mean()), float(means.mean()), n)
         row = decided(claim, e, None, f"{fmt(e.mean, d)} over {n} builds (as recorded, no interval)")
+        if row["verdict"].startswith("not comparable"):
+            return row
+        inside = (
+            "" if not rows[0]["contains_paper"] else "yes" if all(r["contains_paper"] == "yes" for r in rows) else "no"
+        )
         cause = cause_text(claim) if outcome not in SUPPORTED else ""
         each = " / ".join(fmt(m, d) for m in means)
-        return row | {"verdict": f"{outcome} (as recorded, {n} builds)", "cause": cause, "builds": each}
+        verdict = f"{outcome} (as recorded, {n} builds)"
+        return row | {"verdict": verdict, "cause": cause, "builds": each, "contains_paper": inside}
+    ses = np.array([f.e.se for f in found])
     a, b = (float(np.mean([getattr(f.e, x) for f in found])) for x in ("a", "b"))
-    e = over_builds(means, rules.level, a, b)
-    eq = over_builds(means, rules.equivalence_level) if all(f.eq is not None for f in found) else None
+    e = over_builds(means, ses, rules.level, a, b)
+    eq = over_builds(means, ses, rules.equivalence_level) if all(f.eq is not None for f in found) else None
     here = difference_text(e, d) if a == a else pm(e, d, claim.kind != "sign")
     here += (equivalence_text(eq, claim, rules) if eq is not None else "") + f" over {n} builds"
     return decided(claim, e, eq, here) | {"builds": " / ".join(pm(f.e, d, claim.kind != "sign") for f in found)}

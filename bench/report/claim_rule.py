@@ -32,7 +32,7 @@ DECIDED = (*SUPPORTED, "fails", "inconclusive", "not equivalent")  # the outcome
 
 @dataclass(frozen=True)
 class Estimate:
-    """A mean over ``n`` clusters with its interval; for a difference also the two rows' means."""
+    """A mean over ``n`` clusters with its interval and standard error; for a difference also the two rows' means."""
 
     mean: float
     low: float
@@ -40,6 +40,7 @@ class Estimate:
     n: int
     a: float = float("nan")
     b: float = float("nan")
+    se: float = 0.0  # the standard error behind the interval (0: a number as recorded)
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def equivalence(margin: float, low: float, high: float) -> str:
     not equivalent / inconclusive."""
     if -margin < low and high < margin:
         return "equivalent"
-    if low >= margin or high <= -margin:
+    if low > margin or high < -margin:
         return "not equivalent"
     return "inconclusive"
 
@@ -146,11 +147,12 @@ def decided(claim: Claim, e: Estimate, equivalent: Estimate | None, here: str) -
 # ----------------------------------------------------------------------------------------------- the estimates
 
 
-def _interval(values: np.ndarray, level: float) -> tuple[float, float, float]:
+def _interval(values: np.ndarray, level: float) -> tuple[float, float, float, float]:
     n = len(values)
     mean = float(values.mean())
-    half = float(stats.t.ppf(0.5 + level / 2, n - 1) * values.std(ddof=1) / np.sqrt(n))
-    return mean, mean - half, mean + half
+    se = float(values.std(ddof=1) / np.sqrt(n))
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1) * se)
+    return mean, mean - half, mean + half, se
 
 
 def _values(samples: pd.DataFrame, row: Row, metric: str) -> pd.Series:
@@ -167,9 +169,9 @@ def paired_difference(samples: pd.DataFrame, a: Row, b: Row, metric: str, level:
     if len(per_cluster) < 2:
         return None
     diffs = (per_cluster.iloc[:, 0] - per_cluster.iloc[:, 1]).to_numpy()
-    mean, low, high = _interval(diffs, level)
+    mean, low, high, se = _interval(diffs, level)
     a, b = (float(per_cluster.iloc[:, k].mean()) for k in (0, 1))
-    return Estimate(mean, low, high, len(diffs), a, b)
+    return Estimate(mean, low, high, len(diffs), a, b, se)
 
 
 def one_sample(samples: pd.DataFrame, a: Row, metric: str, level: float) -> Estimate | None:
@@ -177,27 +179,31 @@ def one_sample(samples: pd.DataFrame, a: Row, metric: str, level: float) -> Esti
     per_cluster = _values(samples, a, metric).groupby(level="cluster_id").mean().to_numpy()
     if len(per_cluster) < 2:
         return None
-    mean, low, high = _interval(per_cluster, level)
-    return Estimate(mean, low, high, len(per_cluster))
+    mean, low, high, se = _interval(per_cluster, level)
+    return Estimate(mean, low, high, len(per_cluster), se=se)
 
 
 def accuracy_difference(a: tuple[float, int], b: tuple[float, int], level: float) -> Estimate:
     """a - b of two held-out accuracies in points, with the unpaired (Wald) interval of two proportions."""
     (pa, na), (pb, nb) = a, b
-    half = float(stats.norm.ppf(0.5 + level / 2) * np.sqrt(pa * (1 - pa) / na + pb * (1 - pb) / nb))
+    se = float(np.sqrt(pa * (1 - pa) / na + pb * (1 - pb) / nb))
+    half = float(stats.norm.ppf(0.5 + level / 2)) * se
     d = pa - pb
-    return Estimate(100 * d, 100 * (d - half), 100 * (d + half), min(na, nb), 100 * pa, 100 * pb)
+    return Estimate(100 * d, 100 * (d - half), 100 * (d + half), min(na, nb), 100 * pa, 100 * pb, 100 * se)
 
 
 def paired_accuracy_difference(a: np.ndarray, b: np.ndarray, level: float) -> Estimate:
     """a - b of two models' held-out accuracies in points on the same items (``a``, ``b``: per-item correct, 0/1),
-    with the paired Wald interval of the difference of two correlated proportions (McNemar's discordant pairs:
-    Var = (n10 + n01 - (n10 - n01)^2 / n) / n^2)."""
+    with the paired Wald interval of two correlated proportions from McNemar's discordant pairs, Agresti and Min's
+    (2005) way: half an item added to each of the four cells, so that two models with no discordant item still get
+    an interval of some width (Var = (p10 + p01 - (p10 - p01)^2) / (n + 2), p10 = (n10 + 1/2) / (n + 2))."""
     a, b = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
     if a.shape != b.shape or a.ndim != 1 or len(a) == 0:
         raise ValueError(f"paired accuracies need per-item results of equal length, got {a.shape} and {b.shape}")
     n = len(a)
     n10, n01 = int((a & ~b).sum()), int((~a & b).sum())
     d = (n10 - n01) / n
-    half = float(stats.norm.ppf(0.5 + level / 2) * np.sqrt(max(n10 + n01 - (n10 - n01) ** 2 / n, 0.0)) / n)
-    return Estimate(100 * d, 100 * (d - half), 100 * (d + half), n, 100 * a.mean(), 100 * b.mean())
+    p10, p01 = (n10 + 0.5) / (n + 2), (n01 + 0.5) / (n + 2)
+    se = float(np.sqrt((p10 + p01 - (p10 - p01) ** 2) / (n + 2)))
+    half = float(stats.norm.ppf(0.5 + level / 2)) * se
+    return Estimate(100 * d, 100 * (d - half), 100 * (d + half), n, 100 * a.mean(), 100 * b.mean(), 100 * se)

@@ -28,7 +28,7 @@ def summary(table: pd.DataFrame) -> dict[str, str]:
         if part.empty:
             continue
         counts = part["verdict"].map(outcome_of).value_counts().reindex(OUTCOMES).dropna().astype(int)
-        sized = part[part["contains_paper"] != ""]
+        sized = part[(part["contains_paper"] != "") & ~part["verdict"].str.startswith("not comparable")]
         both = int((sized["verdict"].map(outcome_of).isin(SUPPORTED) & (sized["contains_paper"] == "yes")).sum())
         size = (
             f"; direction and size reproduced in {both} of the {len(sized)} with a paper effect" if len(sized) else ""

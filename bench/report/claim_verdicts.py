@@ -137,7 +137,7 @@ def evaluate_claim(claim: Claim, rules: Rules, run: RunData | None) -> dict[str,
     found = [estimate(at_build(claim, k), rules, run) for k in builds_in(claim, run)] or [estimate(claim, rules, run)]
     row = combined(claim, found, rules) if len(found) > 1 else finish(claim, found[0])
     if claim.not_comparable and not row["verdict"].startswith("not comparable"):  # rows a definition leaves out
-        row = {"verdict": f"not comparable ({claim.not_comparable})"}
+        row = row | {"verdict": f"not comparable ({claim.not_comparable})", "cause": ""}
     return out | row
 
 

@@ -2,7 +2,7 @@
 parameters shifted by K - 1 (weight initialisation, data order, augmentation), from build K of each zoo model it
 builds on (a B-cosified model's build 2 fine-tunes build 2 of its standard model). ``NAME`` itself is build 1, so
 nothing that names it changes. A suite's ``builds = N`` runs builds 1 .. N of its zoo models; the claims' intervals
-then carry the spread between training runs as well as between items."""
+then add the spread between training runs to the items' (faithbench.bench.report.claim_builds)."""
 
 from __future__ import annotations
 

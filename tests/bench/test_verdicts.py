@@ -49,7 +49,8 @@ T_975_2 = 4.302652729911275  # t quantile, 2 degrees of freedom
         ("equivalent", -2.2, -0.4, 2.5, "equivalent"),
         ("equivalent", -5.8, 0.2, 2.0, "inconclusive"),  # wide: noise no longer makes a claim hold
         ("equivalent", 8.3, 9.3, 2.5, "not equivalent"),
-        ("equivalent", -3.0, -2.5, 2.5, "not equivalent"),  # touching the margin from outside is outside
+        ("equivalent", -3.0, -2.6, 2.5, "not equivalent"),
+        ("equivalent", -3.0, -2.5, 2.5, "inconclusive"),  # touching the margin is neither inside nor outside
         ("equivalent", -2.4, 2.5, 2.5, "inconclusive"),  # touching it from inside is not inside
     ],
 )
@@ -85,9 +86,12 @@ def test_paired_accuracy_by_hand():
     a = np.array([1, 1, 1, 1, 1, 1, 1, 1, 0, 0])
     b = np.array([1, 1, 1, 1, 1, 0, 0, 0, 1, 0])  # a-only on items 5, 6, 7; b-only on item 8
     e = paired_accuracy_difference(a, b, 0.95)
-    var = (3 + 1 - (3 - 1) ** 2 / 10) / 10**2
+    p10, p01 = 3.5 / 12, 1.5 / 12  # Agresti and Min: half an item added to each cell, n + 2 items
+    var = (p10 + p01 - (p10 - p01) ** 2) / 12
     assert e.mean == pytest.approx(20.0) and e.n == 10 and (e.a, e.b) == pytest.approx((80.0, 60.0))
     assert e.high - e.mean == pytest.approx(100 * 1.959963984540054 * np.sqrt(var))
+    same = paired_accuracy_difference(a, a, 0.95)  # no discordant item: still an interval of some width
+    assert same.mean == 0 and same.high - same.low > 5
     # the same items as an unpaired comparison would be wider: pairing removes the items both get right
     unpaired = accuracy_difference((0.8, 10), (0.6, 10), 0.95)
     assert e.high - e.low < unpaired.high - unpaired.low
@@ -616,7 +620,9 @@ def test_a_claim_over_three_builds_carries_the_spread_between_them(tmp_path):
     rules, claims = load_claims(_claims_file(tmp_path, body, rules="locality_metrics = []\n"))
     table = evaluate_claims(claims, rules, {"s": RunData("s", samples, params, models)}).set_index("id")
     means = np.array([d + 0.1 for d in shift.values()])  # per build: the mean over its 6 clusters
-    half = T_975_2 * means.std(ddof=1) / np.sqrt(3)
+    se_items = np.std([0.0, 0.2] * 3, ddof=1) / np.sqrt(6)  # each build's standard error over its clusters
+    se = np.sqrt(means.var(ddof=1) / 3 + se_items**2)  # the builds' spread and the items' shared noise
+    half = T_975_2 * se
     up = table.loc["up"]
     assert up["n"] == 3 and up["here"] == f"15.1 vs 10.0: +{means.mean():.1f} ± {half:.1f} over 3 builds"
     assert up["builds"].startswith("+8.1 ± 0.1 / +5.1 ± 0.1 / +2.1 ± 0.1")
@@ -625,7 +631,7 @@ def test_a_claim_over_three_builds_carries_the_spread_between_them(tmp_path):
     t_95_2 = stats.t.ppf(0.95, 2)  # the equivalence's 90 % interval over the builds
     eq = table.loc["eq"]
     assert eq["verdict"] == "inconclusive" and eq["cause"] == "rule: 3 builds"
-    assert f"; 90 % [{means.mean() - t_95_2 * means.std(ddof=1) / np.sqrt(3):+.1f}, " in eq["here"]
+    assert f"; 90 % [{means.mean() - t_95_2 * se:+.1f}, " in eq["here"]
     steps = table.loc["steps"]
     assert steps["verdict"] == "holds (as recorded, 3 builds)" and steps["builds"] == "-100 / -100 / -100"
     # one build only: the claim reads as before, on build 1
