@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from faithbench.bench.report.claim_builds import with_builds_held
 from faithbench.bench.report.claim_table import summary, verdict_table
 from faithbench.bench.report.claim_verdicts import (
     LOCALITY_FILE,
@@ -27,7 +28,6 @@ from faithbench.bench.report.formats import to_text
 from faithbench.bench.report.paper_claims import CLAIMS_FILE, Claim, load_claims
 from faithbench.bench.report.statistics_section import read_samples
 from faithbench.bench.store.results import read_results
-from faithbench.build_names import split_build
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
 from faithbench.models import load_model, zoo
@@ -96,7 +96,7 @@ def cmd_verdicts(args: argparse.Namespace) -> int:
         raise UserError(f"--locality-grids must be 0 or more, got {args.locality_grids}")
     for suite, (run_dir, data) in runs.items():
         gated = {r.model for c in claims if c.suite == suite and c.metric in rules.locality_metrics for r in c.rows}
-        gated = with_run_builds(gated, data)
+        gated = with_builds_held(gated, data)
         runs[suite] = (run_dir, replace(data, locality=run_locality(run_dir, data, gated, args.locality_grids)))
     table = evaluate_claims(claims, rules, {s: d for s, (_, d) in runs.items()})
     if args.record:
@@ -112,18 +112,12 @@ def cmd_verdicts(args: argparse.Namespace) -> int:
     return 0
 
 
-def with_run_builds(models: set[str], run: RunData) -> set[str]:
-    """``models`` and every build of them the run scored or records (``NAME@K``: the claims read those too)."""
-    held = {key[0] for key in run.params} | set(run.models)
-    return models | {m for m in held if split_build(m)[0] in models}
-
-
 def record_inputs(folder: Path, claims: list[Claim], run: RunData) -> None:
     """What the claims read of a run, and nothing else, as a run folder that ``verdicts`` reads back to the same
     rows: the claims' result rows and per-sample scores (first runs), the models' record and their locality checks
     (the committed inputs of the results page's claims table)."""
-    models = with_run_builds({m for c in claims for m in (*c.models, *(r.model for r in c.rows))}, run)
-    rows = {(m, r.method, c.metric) for c in claims for r in c.rows for m in with_run_builds({r.model}, run)}
+    models = with_builds_held({m for c in claims for m in (*c.models, *(r.model for r in c.rows))}, run)
+    rows = {(m, r.method, c.metric) for c in claims for r in c.rows for m in with_builds_held({r.model}, run)}
     folder.mkdir(parents=True, exist_ok=True)
     keys = pd.MultiIndex.from_frame(run.samples[["model", "method", "metric"]])
     samples = run.samples[keys.isin(list(rows))]

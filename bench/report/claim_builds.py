@@ -32,6 +32,12 @@ def _models(claim: Claim) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*claim.models, *(r.model for r in claim.rows)]))
 
 
+def with_builds_held(models: set[str], run: Any) -> set[str]:
+    """``models`` and every build of them that ``run`` (a RunData) scored or records (``NAME@K``)."""
+    held = {key[0] for key in run.params} | set(run.models)
+    return models | {m for m in held if split_build(m)[0] in models}
+
+
 def builds_in(claim: Claim, run: Any) -> list[int]:
     """The builds k of which ``run`` (a RunData) holds everything the claim reads (every row's scores, or every
     model's record), build 1 being the names themselves; empty when it holds no build completely (the claim then
