@@ -2,7 +2,8 @@
 estimate per build, each paired within its build, and the claim decided on their mean. Its interval adds the two
 sources of variance: the spread of the K build means (s^2 / K) and the items' (the builds' mean squared standard
 error: the builds score the same shared items, so the spread of their means alone would leave the items' noise
-out), with the t quantile of K - 1 degrees of freedom."""
+out), at the t quantile of the two terms' Welch-Satterthwaite degrees of freedom (K - 1 for the builds' spread,
+n - 1 for the items': builds that agree keep the items' interval, builds that disagree widen it to K - 1's)."""
 
 from __future__ import annotations
 
@@ -76,13 +77,23 @@ def finish(claim: Claim, found: Found | dict[str, Any]) -> dict[str, Any]:
 
 
 def over_builds(
-    means: np.ndarray, ses: np.ndarray, level: float, a: float = float("nan"), b: float = float("nan")
+    means: np.ndarray,
+    ses: np.ndarray,
+    level: float,
+    a: float = float("nan"),
+    b: float = float("nan"),
+    items: int | None = None,
 ) -> Estimate:
-    """The mean of K per-build estimates with its interval: standard error sqrt(s^2 / K + mean(se^2)), the builds'
-    spread and the items' noise the builds share, at the t quantile of K - 1 degrees of freedom."""
+    """The mean of K per-build estimates with its interval: standard error sqrt(A + B), A = s^2 / K the builds'
+    spread and B = mean(se^2) the items' noise the builds share, at the t quantile of the Welch-Satterthwaite
+    degrees of freedom (A + B)^2 / (A^2 / (K - 1) + B^2 / (n - 1)), n the fewest ``items`` (clusters) of a build
+    (None: K - 1, the builds' alone)."""
     k = len(means)
-    se = float(np.sqrt(means.var(ddof=1) / k + np.mean(ses**2)))
-    half = float(stats.t.ppf(0.5 + level / 2, k - 1)) * se
+    spread, noise = means.var(ddof=1) / k, float(np.mean(ses**2))
+    se = float(np.sqrt(spread + noise))
+    denominator = spread**2 / (k - 1) + (noise**2 / (items - 1) if items and items > 1 else 0.0)
+    df = (spread + noise) ** 2 / denominator if items and items > 1 and denominator > 0 else k - 1
+    half = float(stats.t.ppf(0.5 + level / 2, max(df, k - 1))) * se
     mean = float(means.mean())
     return Estimate(mean, mean - half, mean + half, k, a, b, se)
 
@@ -112,8 +123,9 @@ def combined(claim: Claim, found: list[Found | dict[str, Any]], rules: Rules) ->
         return row | {"verdict": verdict, "cause": cause, "builds": each, "contains_paper": inside}
     ses = np.array([f.e.se for f in found])
     a, b = (float(np.mean([getattr(f.e, x) for f in found])) for x in ("a", "b"))
-    e = over_builds(means, ses, rules.level, a, b)
-    eq = over_builds(means, ses, rules.equivalence_level) if all(f.eq is not None for f in found) else None
+    items = min(f.e.n for f in found)  # the fewest clusters of a build: the items' degrees of freedom
+    e = over_builds(means, ses, rules.level, a, b, items)
+    eq = over_builds(means, ses, rules.equivalence_level, items=items) if all(f.eq is not None for f in found) else None
     here = difference_text(e, d) if a == a else pm(e, d, claim.kind != "sign")
     here += (equivalence_text(eq, claim, rules) if eq is not None else "") + f" over {n} builds"
     return decided(claim, e, eq, here) | {"builds": " / ".join(pm(f.e, d, claim.kind != "sign") for f in found)}

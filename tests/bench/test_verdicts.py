@@ -621,17 +621,19 @@ def test_a_claim_over_three_builds_carries_the_spread_between_them(tmp_path):
     table = evaluate_claims(claims, rules, {"s": RunData("s", samples, params, models)}).set_index("id")
     means = np.array([d + 0.1 for d in shift.values()])  # per build: the mean over its 6 clusters
     se_items = np.std([0.0, 0.2] * 3, ddof=1) / np.sqrt(6)  # each build's standard error over its clusters
-    se = np.sqrt(means.var(ddof=1) / 3 + se_items**2)  # the builds' spread and the items' shared noise
-    half = T_975_2 * se
+    spread, noise = means.var(ddof=1) / 3, se_items**2  # the builds' spread and the items' shared noise
+    se = np.sqrt(spread + noise)
+    df = (spread + noise) ** 2 / (spread**2 / 2 + noise**2 / 5)  # Welch-Satterthwaite: 2 and 6 - 1 df
+    assert 2 <= df < 2.01  # builds this far apart: the builds' 2 degrees of freedom
+    half = stats.t.ppf(0.975, df) * se
     up = table.loc["up"]
     assert up["n"] == 3 and up["here"] == f"15.1 vs 10.0: +{means.mean():.1f} ± {half:.1f} over 3 builds"
     assert up["builds"].startswith("+8.1 ± 0.1 / +5.1 ± 0.1 / +2.1 ± 0.1")
     # each build alone holds (±0.1), but 8 / 5 / 2 over 3 builds is +5.1 ± 7.5: the builds' spread decides
     assert up["verdict"] == "inconclusive" and up["cause"] == "undeclared" and up["contains_paper"] == "yes"
-    t_95_2 = stats.t.ppf(0.95, 2)  # the equivalence's 90 % interval over the builds
     eq = table.loc["eq"]
     assert eq["verdict"] == "inconclusive" and eq["cause"] == "rule: 3 builds"
-    assert f"; 90 % [{means.mean() - t_95_2 * se:+.1f}, " in eq["here"]
+    assert f"; 90 % [{means.mean() - stats.t.ppf(0.95, df) * se:+.1f}, " in eq["here"]
     steps = table.loc["steps"]
     assert steps["verdict"] == "holds (as recorded, 3 builds)" and steps["builds"] == "-100 / -100 / -100"
     # one build only: the claim reads as before, on build 1
@@ -640,6 +642,22 @@ def test_a_claim_over_three_builds_carries_the_spread_between_them(tmp_path):
     table1 = evaluate_claims(claims, rules, {"s": RunData("s", first, params1, models)}).set_index("id")
     assert table1.loc["up", "verdict"] == "holds" and table1.loc["up", "builds"] == ""
     assert table1.loc["up", "here"].startswith("18.1 vs 10.0: +8.1 ± ")
+
+
+def test_builds_that_agree_keep_the_items_interval_not_the_builds_degrees_of_freedom():
+    """Three builds that agree (8.0 / 8.1 / 7.9) over 40 noisy items: the interval is about the items' (t at about
+    n - 1 degrees of freedom), not 4.3 / 2.0 = 2.2 times it, as a t at K - 1 = 2 degrees of freedom made it (three
+    agreeing builds must not decide less than one)."""
+    from faithbench.bench.report.claim_builds import over_builds
+
+    means, ses = np.array([8.0, 8.1, 7.9]), np.array([2.5, 2.5, 2.5])
+    e = over_builds(means, ses, 0.95, items=40)
+    spread, noise = means.var(ddof=1) / 3, 2.5**2
+    df = (spread + noise) ** 2 / (spread**2 / 2 + noise**2 / 39)
+    assert 38 < df < 40
+    assert e.high - e.mean == pytest.approx(stats.t.ppf(0.975, df) * np.sqrt(spread + noise))
+    assert e.high - e.mean < 1.01 * stats.t.ppf(0.975, 39) * 2.5 and e.high - e.mean < T_975_2 * 2.5 / 2
+    assert over_builds(means, ses, 0.95).high - e.mean == pytest.approx(T_975_2 * np.sqrt(spread + noise))
 
 
 def test_the_docs_figures_from_runs_are_generated_from_the_recorded_runs():
