@@ -167,13 +167,15 @@ class GridPGConfig:
     """``[gridpg]``: the protocol preset, how many grids to select per model (0: every grid the data allows),
     whose images they use (``pairing``: ``per-model``, each model its own confident images as the papers do, or
     ``shared``, images every model of the suite classifies correctly and confidently, so that models are
-    compared on the same grids), and overrides of the preset: its ViT geometry (``vit_windows = "none"``: whole
-    grids in one pass), its smoothing kernel (``smooth``: 0 = the preset's, 1 = none, k = a k x k mean filter)
-    and its zero-mass rule. The last two only change the scoring (``bench rescore`` can apply them)."""
+    compared on the same grids, or ``shared-by-build``, shared among build K of every model of a suite with
+    ``builds``, each build's models on the same grids), and overrides of the preset: its ViT geometry
+    (``vit_windows = "none"``: whole grids in one pass), its smoothing kernel (``smooth``: 0 = the preset's, 1 =
+    none, k = a k x k mean filter) and its zero-mass rule. The last two only change the scoring (``bench rescore``
+    can apply them)."""
 
     preset: str = "bcos-v2"
     n_grids: int = 24
-    pairing: str = "per-model"  # per-model | shared
+    pairing: str = "per-model"  # per-model | shared | shared-by-build
     vit_windows: str = "preset"  # preset | none | sum-padded | mean-unpadded
     smooth: int = 0
     zero_mass: str = "preset"
@@ -221,8 +223,9 @@ class PreparedGrids:
 
 
 def pairing_models(cfg: GridPGConfig, suite_models: Mapping[str, str]) -> tuple[str, ...]:
-    """The models whose images fill every model's grids: all of the suite's under ``shared``, else none."""
-    return tuple(suite_models) if cfg.pairing == "shared" else ()
+    """The models whose images fill every model's grids: all of the suite's under ``shared`` and
+    ``shared-by-build`` (the runner groups them by build), else none."""
+    return tuple(suite_models) if cfg.pairing != "per-model" else ()
 
 
 def eligibility(

@@ -22,7 +22,11 @@ from faithbench.metrics._selection import draw_distinct_classes
 from faithbench.metrics.gridpg_presets import TILINGS, GridPGPreset
 from faithbench.metrics.spec import MetricCost, Unit
 
-PAIRINGS = ("per-model", "shared")  # whose images fill a model's grids: its own, or those all models share
+# Whose images fill a model's grids: its own, those all models share, or those the models of its build share (build K
+# of every model of a suite with builds: each build's comparisons paired, without the other builds' models thinning
+# the grids every model must classify confidently).
+SHARED_BY_BUILD = "shared-by-build"
+PAIRINGS = ("per-model", "shared", SHARED_BY_BUILD)
 
 
 def make_grids(images: Tensor, indices: Tensor, *, tiling: str = "column-major") -> Tensor:

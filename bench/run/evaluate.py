@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from faithbench.bench.run.counters import Cost, metering
+from faithbench.bench.run.pairing import items_of
 from faithbench.bench.run.plan import MetricJob
 from faithbench.bench.run.pool import run_pooled
 from faithbench.bench.run.sizing import Sizes
@@ -57,7 +58,10 @@ def suite_unit(
     **state: Any,
 ) -> Unit:
     """A (model, method) unit on ``suite``'s data with the model's call ``sizes`` (:mod:`faithbench.bench.run.sizing`);
-    ``state``: the caller's own fields (the shard, the model's cache, the map store, the shared items)."""
+    ``state``: the caller's own fields (the shard, the model's cache, the map store, the shared items: those of the
+    model's group, :func:`~faithbench.bench.run.pairing.items_of`)."""
+    if state.get("shared"):
+        state = state | {"shared": items_of(state["shared"], model.name)}
     return Unit(
         model=model,
         method=method,

@@ -20,7 +20,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from faithbench.bench.run.plan import Plan
+from faithbench.bench.run.plan import MetricJob, Plan
+from faithbench.build_names import split_build
 from faithbench.io import atomic_torch_save
 from faithbench.models.adapter import ModelAdapter
 from faithbench.models.data.datasets import EvalData
@@ -62,11 +63,11 @@ def share_items(
 ) -> dict[str, SharedItems]:
     """The shared items of every metric of the plan that shares them (loading each deciding model once; ``batch``: a
     model's inputs per call)."""
-    wanted: dict[str, tuple[str, ...]] = {}
-    metrics = {m.name: m for m in plan.metrics}
-    for name, metric in metrics.items():
-        if metric.deciders:
-            wanted[name] = metric.deciders
+    wanted: dict[str, tuple[str, ...]] = {}  # the shared items' key (METRIC, or METRIC@K by build) -> its deciders
+    metrics: dict[str, MetricJob] = {}
+    for metric in plan.metrics:
+        for key, models in metric.groups().items():
+            wanted[key], metrics[key] = models, metric
     parts: dict[str, list[tuple[Tensor, Tensor]]] = {name: [] for name in wanted}
     weights: dict[str, str] = {}
     for model_name in dict.fromkeys(m for models in wanted.values() for m in models):
@@ -88,6 +89,19 @@ def share_items(
         )
         for name, models in wanted.items()
     }
+
+
+def items_of(shared: dict[str, Any], model_name: str) -> dict[str, Any]:
+    """What ``model_name``'s units read of the run's shared items, by metric name: per metric the group the model
+    decided in (its build's under ``shared-by-build``), else the metric's one group."""
+    out: dict[str, Any] = {}
+    for key, items in shared.items():
+        metric = split_build(key)[0]
+        if getattr(items, "models", None) is not None and model_name in items.models:
+            out[metric] = items
+        else:
+            out.setdefault(metric, items)
+    return out
 
 
 def shared_digest(shared: dict[str, SharedItems]) -> str:

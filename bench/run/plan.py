@@ -19,9 +19,12 @@ from faithbench.attributions import ALL_CONTROLS, METHODS, AttributionMethod
 from faithbench.bench.run.provenance import code_identity, is_own_file, source_identity
 from faithbench.bench.run.suite import Suite, load_suite, with_overrides
 from faithbench.bench.run.suite_files import tier_folder
+from faithbench.bench.run.user_code import user_sources
 from faithbench.bench.store.results import RunStore
 from faithbench.bench.store.tidy import JOB_COLUMNS
+from faithbench.build_names import build_name, split_build
 from faithbench.config import to_dict
+from faithbench.metrics.grids import SHARED_BY_BUILD
 from faithbench.metrics.registry import METRICS
 from faithbench.metrics.spec import MetricSpec
 from faithbench.models.registry import MODELS
@@ -60,6 +63,20 @@ class MetricJob:
     spec: MetricSpec
     config: Any
     deciders: tuple[str, ...] = ()  # the models that choose every model's items (spec.pairing); none: each its own
+    by_build: bool = False  # the deciders share items within each build only (pairing = "shared-by-build")
+
+    def groups(self) -> dict[str, tuple[str, ...]]:
+        """The deciders' groups by the key of their shared items: one group under the metric's name, or (by build)
+        build K's models under ``METRIC@K`` (build 1's under the name)."""
+        if not self.deciders:
+            return {}
+        if not self.by_build:
+            return {self.name: self.deciders}
+        out: dict[str, tuple[str, ...]] = {}
+        for model in self.deciders:
+            key = build_name(self.name, max(split_build(model)[1], 1))
+            out[key] = (*out.get(key, ()), model)
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,7 +111,8 @@ def metric_jobs(suite: Suite) -> tuple[MetricJob, ...]:
         spec, table = METRICS.get(name), suite.metric_tables.get(name)
         config = suite.configs[table] if table else spec.config()
         deciders = tuple(spec.pairing(config, families)) if spec.pairing else ()
-        out.append(MetricJob(name=name, spec=spec, config=config, deciders=deciders))
+        by_build = getattr(config, "pairing", None) == SHARED_BY_BUILD
+        out.append(MetricJob(name=name, spec=spec, config=config, deciders=deciders, by_build=by_build))
     return tuple(out)
 
 
@@ -102,11 +120,13 @@ def plan(suite: Suite) -> Plan:
     """Resolve ``suite`` into the runner's plan: jobs, metric configs and every (model, job)'s plan key (each method is
     built once here to normalise its parameters and to find a plugin's source)."""
     resolved, keys, settings = [], {}, evaluation_settings(suite)
+    model_code = {name: user_sources([MODELS.get(name).build]) for name in suite.models}  # a user model's modules
     for job in jobs(suite):
         method = job.build()
         resolved.append(replace(job, method_class=type(method)))
-        plugins = source_identity(plugin_sources(suite, method))  # read once per method, not per model
+        files = plugin_sources(suite, method)  # found once per method, not per model
         for model_name in suite.models:
+            plugins = source_identity(files + model_code[model_name])
             keys[(model_name, job.name)] = plan_key(settings, model_name, job.name, method.params, plugins)
     tiers = tuple(
         Tier(name=t, folder=tier_folder(t), plan=plan(with_overrides(load_suite(t), seed=suite.seed)))
@@ -144,10 +164,10 @@ def jobs(suite: Suite) -> list[Job]:
 
 def plugin_sources(suite: Suite, method: Any) -> list[Path]:
     """Source files of code outside faithbench that a unit runs: the suite's plugin modules (a package: every
-    ``.py`` file in it) and the file of the method's class when it is not faithbench's own."""
-    files = []
-    for name in suite.plugins:
-        module = sys.modules.get(name)
+    ``.py`` file in it), the file of the method's class when it is not faithbench's own, and every user module
+    these import or take a name from (:func:`~faithbench.bench.run.user_code.user_sources`)."""
+    files, modules = [], [sys.modules[name] for name in suite.plugins if name in sys.modules]
+    for module in modules:
         path = Path(getattr(module, "__file__", "") or "")
         if path.name == "__init__.py":
             files += sorted(path.parent.rglob("*.py"))
@@ -159,7 +179,7 @@ def plugin_sources(suite: Suite, method: Any) -> list[Path]:
         method_file = None
     if method_file and not is_own_file(method_file):
         files.append(Path(method_file))
-    return files
+    return files + user_sources([*modules, type(method)])
 
 
 def evaluation_settings(suite: Suite) -> dict[str, Any]:

@@ -125,3 +125,37 @@ def test_a_run_with_shared_grids_explains_every_model_on_the_same_grids_and_resu
     units = sorted(p.stat().st_mtime_ns for p in (out / "units").glob("*.json"))
     assert main(["run", "--suite", str(suite), "--out", str(out), "--no-progress", "--no-report"]) == 0
     assert sorted(p.stat().st_mtime_ns for p in (out / "units").glob("*.json")) == units  # resumed: none redone
+
+
+def test_shared_by_build_shares_items_within_each_build_and_each_model_reads_its_builds():
+    """``pairing = "shared-by-build"``: build K of every model decides build K's items (with three builds of three
+    models, all nine deciding thinned the ALOE grids to 30 of the 48 asked); each model's units read its group's."""
+    from types import SimpleNamespace
+
+    from faithbench.bench.run.pairing import items_of, share_items
+    from faithbench.bench.run.plan import MetricJob
+
+    models = ("a", "b", "a@2", "b@2", "a@3", "b@3")
+    # each model finds eligible the items whose index is not its own "weak" one: a@2 and b@2 both reject item 2
+    weak = {"a": 0, "b": 1, "a@2": 2, "b@2": 2, "a@3": 3, "b@3": 4}
+    spec = SimpleNamespace(
+        eligibility=lambda model, images, labels, cfg, device, batch: (
+            torch.arange(6) != weak[model.name],
+            torch.full((6,), float(len(model.name))),
+        )
+    )
+    job = MetricJob(name="m", spec=spec, config=None, deciders=models, by_build=True)
+    assert job.groups() == {"m": ("a", "b"), "m@2": ("a@2", "b@2"), "m@3": ("a@3", "b@3")}
+    assert replace(job, by_build=False).groups() == {"m": models} and replace(job, deciders=()).groups() == {}
+    plan = SimpleNamespace(metrics=(job,))
+    data = SimpleNamespace(images=torch.zeros(6, 1, 2, 2), labels=torch.zeros(6, dtype=torch.long))
+    load = lambda name: SimpleNamespace(name=name, weights_sha256=f"w-{name}")  # noqa: E731
+    shared = share_items(plan, data, torch.device("cpu"), load, lambda model: 8)
+    assert shared["m"].eligible.tolist() == [False, False, True, True, True, True]
+    assert shared["m@2"].eligible.tolist() == [True, True, False, True, True, True]  # only build 2's choice
+    assert shared["m@3"].eligible.tolist() == [True, True, True, False, False, True]
+    assert shared["m@2"].weights == {"a@2": "w-a@2", "b@2": "w-b@2"}
+    assert items_of(shared, "b@2") == {"m": shared["m@2"]} and items_of(shared, "a") == {"m": shared["m"]}
+    one = {"m": shared["m"]}  # one group (plain "shared"): every model reads it, a model outside it too
+    assert items_of(one, "a@3") == one and items_of({"m": None}, "a") == {"m": None}  # the estimate's placeholders
+    assert pairing_models(GridPGConfig(pairing="shared-by-build"), ("a", "b")) == ("a", "b")
