@@ -138,7 +138,11 @@ def load_samples(results_csv: Path, side: str) -> pd.DataFrame | None:
     if missing:
         raise UserError(f"{side} samples file {path} lacks the column(s) {', '.join(missing)}")
     frame = frame[[*KEY, "sample_id", "value"]].copy()
-    for col in [*KEY, "sample_id"]:
+    numeric = pd.to_numeric(frame["sample_id"], errors="coerce")
+    whole = numeric.notna() & (numeric == numeric.round())  # 15.0 (an older file's) pairs with 15
+    raw = frame["sample_id"].astype(object).astype(str)
+    frame["sample_id"] = raw.where(~whole, numeric.where(whole, 0).astype("int64").astype(str))
+    for col in KEY:
         frame[col] = frame[col].astype(object).astype(str)
     frame["value"] = _numeric(frame, "value", f"{side} samples file {path}")
     return frame

@@ -107,7 +107,8 @@ def unit_rows(unit: dict, suite: str) -> UnitRows:
         values = np.asarray(rec["values"], dtype=float)
         undefined = np.asarray(rec["undefined"], dtype=bool)
         size = int(rec["params"].get("cluster_size", 1))  # e.g. the cells of one grid
-        clusters = np.asarray(rec["sample_ids"], dtype=np.int64) // size
+        ids = np.asarray(rec["sample_ids"], dtype=np.int64)  # integers in every file, an empty unit's too
+        clusters = ids // size
         out.results.append(
             {
                 "suite": suite,
@@ -134,12 +135,11 @@ def unit_rows(unit: dict, suite: str) -> UnitRows:
                 ),
             }
         )
-        scores = {"sample_id": rec["sample_ids"], "cluster_id": clusters, "value": values, "undefined": undefined}
+        scores = {"sample_id": ids, "cluster_id": clusters, "value": values, "undefined": undefined}
         out.samples.append(pd.DataFrame({**ident, "metric": metric, **scores}))
         if rec.get("curve") is not None:
             fr = np.asarray(rec["fractions"], dtype=float)
-            ids = np.repeat(np.asarray(rec["sample_ids"]), len(fr))
-            curve = {"sample_id": ids, "fraction": np.tile(fr, len(rec["sample_ids"]))}
+            curve = {"sample_id": np.repeat(ids, len(fr)), "fraction": np.tile(fr, len(ids))}
             value = np.asarray(rec["curve"], dtype=float).reshape(-1)
             out.curves.append(pd.DataFrame({**ident, "metric": metric, **curve, "value": value}))
     return out

@@ -47,7 +47,9 @@ def test_tables_written_as_units_finish_are_the_bytes_of_one_write(tmp_path):
         tables.write(done, "s")
         for kind in ("samples", "curves"):
             assert (tmp_path / f"{kind}.csv").read_text() == _one_shot(done, kind)
-    assert ",3.0," in (tmp_path / "samples.csv").read_text()  # the ids of a and b formatted again as floats
+    for kind in ("samples", "curves"):  # issue 65: an empty unit made every id a float (15.0), breaking pairing
+        ids = pd.read_csv(tmp_path / f"{kind}.csv")["sample_id"]
+        assert ids.dtype == "int64" and ",3.0," not in (tmp_path / f"{kind}.csv").read_text()
     results = pd.read_csv(tmp_path / "results.csv")
     assert list(results["method"]) == ["gradient", "lime@seed1", "lrp"]
     assert results["rerun_seed"].tolist()[1] == 1
@@ -60,3 +62,15 @@ def test_a_unit_computed_again_is_written_anew_not_from_the_kept_rows(tmp_path):
     tables.write([again], "s")
     assert (tmp_path / "curves.csv").read_text() == _one_shot([again], "curves")
     assert pd.read_csv(tmp_path / "results.csv")["mean"].iloc[0] == 1.25
+
+
+def test_compare_pairs_an_older_files_float_ids_with_integer_ids(tmp_path):
+    """Issue 65: ``sample_id`` 15.0 in one run's samples.csv and 15 in the other's paired nothing (ids as strings)."""
+    from faithbench.bench.report.compare_inputs import load_samples
+
+    rows = {"model": "m", "method": "g", "rerun_of": "", "metric": "deletion", "value": 0.5}
+    for side, ids in (("a", [15.0, 16.0]), ("b", [15, 16])):
+        (tmp_path / side).mkdir()
+        pd.DataFrame([{**rows, "sample_id": i} for i in ids]).to_csv(tmp_path / side / "samples.csv", index=False)
+    a, b = (load_samples(tmp_path / side / "results.csv", side) for side in ("a", "b"))
+    assert a["sample_id"].tolist() == b["sample_id"].tolist() == ["15", "16"]
