@@ -91,8 +91,9 @@ def over_builds(
     k = len(means)
     spread, noise = means.var(ddof=1) / k, float(np.mean(ses**2))
     se = float(np.sqrt(spread + noise))
-    denominator = spread**2 / (k - 1) + (noise**2 / (items - 1) if items and items > 1 else 0.0)
-    df = (spread + noise) ** 2 / denominator if items and items > 1 and denominator > 0 else k - 1
+    item_df = items - 1 if items and items > 1 else 0
+    denominator = spread**2 / (k - 1) + (noise**2 / item_df if item_df else 0.0)
+    df = (spread + noise) ** 2 / denominator if item_df and denominator > 0 else k - 1
     half = float(stats.t.ppf(0.5 + level / 2, max(df, k - 1))) * se
     mean = float(means.mean())
     return Estimate(mean, mean - half, mean + half, k, a, b, se)
