@@ -63,3 +63,13 @@ def float_floors() -> dict[str, float]:
 def tables() -> list[Table]:
     """The tables of ``list``: every registered metric, convention, model, method, data set, suite and setting."""
     return [(t["title"], t["columns"], t["rows"]) for t in _load()["tables"]]
+
+
+def scales() -> dict[str, float]:
+    """Metric name -> its reported scale (``MetricSpec.scale``; absent: 1)."""
+    return dict(_load()["scales"])
+
+
+def gate_defaults() -> dict[str, float]:
+    """``compare``'s default allowances: ``abs_of_scale``, ``relative``, ``accuracy_drop``."""
+    return dict(_load()["gate_defaults"])

@@ -15,6 +15,7 @@ from typing import Any
 
 from faithbench.attributions import METHODS, RUN_CONTROLS
 from faithbench.bench.cli.catalog import CATALOG_FILE, REGENERATE, Table
+from faithbench.bench.report.allowances import ABS_TOLERANCE, ACCURACY_DROP, REL_TOLERANCE
 from faithbench.bench.run.provenance import registry_catalog
 from faithbench.bench.run.suite import LISTS, SCALARS, Suite
 from faithbench.bench.run.suite_files import SUITES, suite_description
@@ -145,6 +146,17 @@ def float_floors() -> dict[str, float]:
     return {name: spec.float_floor for name, spec in METRICS.items() if spec.float_floor > 0}
 
 
+def scales() -> dict[str, float]:
+    """The metrics reported on another scale than [0, 1] (``MetricSpec.scale`` != 1): ``compare``'s default
+    absolute tolerance is a fraction of it."""
+    return {name: spec.scale for name, spec in METRICS.items() if spec.scale != 1}
+
+
+def gate_defaults() -> dict[str, float]:
+    """``compare``'s default allowances (:mod:`faithbench.bench.report.allowances`), for its ``--help``."""
+    return {"abs_of_scale": ABS_TOLERANCE, "relative": REL_TOLERANCE, "accuracy_drop": ACCURACY_DROP}
+
+
 def render() -> str:
     """The catalog file's text: JSON with one option or table row a line (a new model is a one-line diff)."""
 
@@ -160,6 +172,7 @@ def render() -> str:
         sections.append(head + block([dumps(r) for r in rows], "   ") + "\n  ]}")
     return (
         f'{{\n "generated_by": {dumps(REGENERATE)},\n "float_floors": {dumps(float_floors())},\n'
+        f' "scales": {dumps(scales())},\n "gate_defaults": {dumps(gate_defaults())},\n'
         f' "controls": {dumps(list(RUN_CONTROLS))},\n'
         f' "options": [\n{block([dumps(o) for o in options()], "  ")}\n ],\n'
         f' "tables": [\n{block(sections, "  ")}\n ]\n}}\n'

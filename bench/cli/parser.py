@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 
 from faithbench.bench.cli.catalog import ConfigOption, config_options, run_controls
+from faithbench.bench.cli.gate_options import add_compare
 from faithbench.bench.perf.cases import QUICK_HELP
 
 TYPES = {"int": int, "float": float, "str": str}
@@ -274,29 +275,7 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
         "has no check of (0: measure none)",
     )
 
-    p_cmp = sub.add_parser(
-        "compare",
-        parents=[common],
-        help="CI gate: per-(model, method, metric) differences, non-zero exit on a regression or another protocol",
-    )
-    p_cmp.add_argument("baseline", metavar="BASELINE_CSV", help="baseline results.csv")
-    p_cmp.add_argument("new", metavar="NEW_CSV", help="new results.csv")
-    p_cmp.add_argument(
-        "--tolerance", type=float, default=0.0, metavar="FLOAT", help="allowed change, in each metric's reported unit"
-    )
-    p_cmp.add_argument(
-        "--rel-tolerance",
-        type=float,
-        metavar="FLOAT",
-        default=0.0,
-        help="allowed change as a fraction of the baseline score (the larger allowance wins)",
-    )
-    p_cmp.add_argument("--two-sided", action="store_true", help="also fail when a score improves beyond tolerance")
-    p_cmp.add_argument(
-        "--allow-new-rows",
-        action="store_true",
-        help="accept (model, method, metric) rows only in NEW_CSV instead of failing on them (status new)",
-    )
+    add_compare(sub, common)
     p_perf = sub.add_parser(
         "perf", parents=[common], help="time the metrics and methods against Quantus and against the model calls alone"
     )

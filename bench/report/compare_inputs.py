@@ -16,15 +16,17 @@ from faithbench.errors import UserError
 KEY = ["model", "method", "metric"]
 COUNTS = ["n", "n_undefined", "n_dropped"]
 REQUIRED = [*KEY, "mean", "higher_is_better", *COUNTS, "params"]
-FAILING = ["MISSING", "NEW", "PROTOCOL", "NAN", "COUNTS", "REGRESSED", "CHANGED"]
+FAILING = ["MISSING", "NEW", "PROTOCOL", "NAN", "COUNTS", "REGRESSED", "CHANGED", "ACCURACY"]
 # Row columns that say what a score means, compared where both files have them (besides params).
 ROW_PROTOCOL = ["aggregate", "unit", "seed"]
 # Keys of params that change the cost columns, never the scores: the inputs per call, and the method parameters that
 # only batch a method's work (IntegratedGradients' rows per pass, ``auto`` or a number).
 COST_PARAMS = frozenset({"max_batch"})
 COST_METHOD_PARAMS = frozenset({"internal_batch_size"})
-# Suite settings (run.json) that change every score of the run.
-SUITE_PROTOCOL = ["dataset", "seed", "n_samples", "batch_size"]
+# Suite settings (run.json) that change every score of the run, and those that only batch or split its work (the same
+# samples and scores: reported, never failing).
+SUITE_PROTOCOL = ["dataset", "seed", "n_samples"]
+SUITE_COST = ["batch_size", "max_batch", "pieces"]
 SHOWN = 3  # rows named per finding in the "what differs" header
 
 
@@ -149,7 +151,7 @@ def load_samples(results_csv: Path, side: str) -> pd.DataFrame | None:
 
 
 def load_run_record(results_csv: Path, side: str) -> dict | None:
-    """The suite settings of ``run.json`` beside a results file (None when there is none)."""
+    """``run.json`` beside a results file (None when there is none, or it records no suite settings)."""
     path = Path(results_csv).parent / "run.json"
     if not path.is_file():
         return None
@@ -158,4 +160,4 @@ def load_run_record(results_csv: Path, side: str) -> dict | None:
     except (json.JSONDecodeError, UnicodeDecodeError, OSError) as exc:
         raise UserError(f"{side} run record {path} is not readable JSON ({type(exc).__name__}: {exc})") from None
     suite = record.get("suite") if isinstance(record, dict) else None
-    return suite if isinstance(suite, dict) else None
+    return record if isinstance(suite, dict) else None

@@ -11,7 +11,6 @@ names, model weights, protocol, rows on one side only) is listed before any scor
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Mapping
@@ -21,22 +20,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from faithbench.bench.report.allowances import ACCURACY_DROP, REL_TOLERANCE, accuracy_checks, allowances
 from faithbench.bench.report.compare_inputs import (
     COUNTS,
     FAILING,
     KEY,
     ROW_PROTOCOL,
     SHOWN,
-    SUITE_PROTOCOL,
     key_text,
     load_results,
     load_run_record,
     load_samples,
     plural,
 )
+from faithbench.bench.report.run_differences import cell, changes, diff, suite_differences, suite_names, weights
 from faithbench.errors import UserError
-
-_ABSENT = object()  # a key on one side only
 
 
 def paired_bootstrap(diffs: np.ndarray, n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:
@@ -50,97 +48,11 @@ def paired_bootstrap(diffs: np.ndarray, n_boot: int = 2000, seed: int = 0) -> tu
     return float(low), float(high)
 
 
-# ----------------------------------------------------------------------------- differences
-
-
-def _diff(a: Any, b: Any, prefix: str) -> list[tuple[str, Any, Any]]:
-    """(dotted key, baseline value, new value) of every leaf that differs."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        out: list[tuple[str, Any, Any]] = []
-        for k in sorted(set(a) | set(b), key=str):
-            out += _diff(a.get(k, _ABSENT), b.get(k, _ABSENT), f"{prefix}.{k}" if prefix else str(k))
-        return out
-    return [] if a == b else [(prefix, a, b)]
-
-
-def _show(value: Any) -> str:
-    if value is _ABSENT:
-        return "(absent)"
-    text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _changes(diffs: list[tuple[str, Any, Any]]) -> str:
-    return ", ".join(f"{k} {_show(a)} → {_show(b)}" for k, a, b in diffs)
-
-
-def _cell(value: Any) -> Any:
-    """A row column's value as compared: NaN is empty, 3.0 is 3."""
-    if value is None or (not isinstance(value, str) and pd.isna(value)):
-        return ""
-    if isinstance(value, bool | np.bool_):
-        return bool(value)
-    if isinstance(value, int | float | np.integer | np.floating):
-        number = float(value)
-        return int(number) if number.is_integer() else number
-    return str(value)
-
-
-def _suite_names(frame: pd.DataFrame, record: dict | None) -> str:
-    if "suite" in frame.columns:
-        names = sorted({str(s) for s in frame["suite"].dropna()})
-        if names:
-            return ", ".join(names)
-    if record and record.get("name"):
-        return str(record["name"])
-    return "?"
-
-
-def _suite_differences(sb: dict, sn: dict) -> tuple[list[tuple[str, Any, Any]], list[str]]:
-    """Protocol differences of the suites (every row's scores change) and lines reported only."""
-    protocol = [(k, sb.get(k), sn.get(k)) for k in SUITE_PROTOCOL if sb.get(k) != sn.get(k)]
-    reported = []
-    if sb.get("data_root") != sn.get("data_root"):
-        reported.append(
-            f"data_root differs: {_show(sb.get('data_root'))} → {_show(sn.get('data_root'))} (reported only: the "
-            "same data may lie at another path; the dataset name, sample counts and scores are gated)"
-        )
-    tables = [
-        d
-        for k in sorted(set(sb) & set(sn))
-        if k != "method_params" and isinstance(sb[k], dict) and isinstance(sn[k], dict)
-        for d in _diff(sb[k], sn[k], f"[{k}]")
-    ]
-    if tables:
-        reported.append(
-            f"suite metric settings differ: {_changes(tables[:6])}{' ...' if len(tables) > 6 else ''} "
-            "(a row fails as PROTOCOL where its recorded params differ)"
-        )
-    return protocol, reported
-
-
-def _weights(base: pd.DataFrame, new: pd.DataFrame) -> list[str]:
-    if "model_weights_sha256" not in base.columns or "model_weights_sha256" not in new.columns:
-        return []
-    lines = []
-    for model in sorted(set(base["model"]) & set(new["model"])):
-        hb = sorted({str(h) for h in base.loc[base["model"] == model, "model_weights_sha256"].dropna() if str(h)})
-        hn = sorted({str(h) for h in new.loc[new["model"] == model, "model_weights_sha256"].dropna() if str(h)})
-        if hb and hn and hb != hn:
-            lines.append(f"{model} ({', '.join(h[:8] for h in hb)} → {', '.join(h[:8] for h in hn)})")
-    if not lines:
-        return []
-    return [
-        f"model weights differ for {', '.join(lines)}: those scores are of different weights "
-        "(reported, not failing: a retrained model is gated on its scores)"
-    ]
-
-
 # ----------------------------------------------------------------------------- the gate
 
 
-def _check_tolerance(name: str, value: float) -> None:
-    if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+def _check_tolerance(name: str, value: float | None) -> None:
+    if value is not None and (not isinstance(value, int | float) or not math.isfinite(value) or value < 0):
         raise UserError(f"--{name} must be a finite number >= 0, got {value}")
 
 
@@ -148,24 +60,31 @@ def compare(
     base_csv: Path,
     new_csv: Path,
     *,
-    tolerance: float = 0.0,
-    rel_tolerance: float = 0.0,
+    tolerance: float | None = None,
+    rel_tolerance: float = REL_TOLERANCE,
     two_sided: bool = False,
     n_boot: int = 2000,
     seed: int = 0,
     allow_new_rows: bool = False,
     float_floors: Mapping[str, float] | None = None,
+    scales: Mapping[str, float] | None = None,
+    accuracy_floor: float | None = None,
+    max_accuracy_drop: float = ACCURACY_DROP,
 ) -> tuple[pd.DataFrame, bool]:
     """Differences per (model, method, metric) and whether the gate fails.
 
-    The allowed change of a row is ``max(tolerance, rel_tolerance * |baseline mean|, float floor)``, in the metric's
-    reported unit; the float floor (``float_floors``: metric name -> floor, 0 where absent; the command line passes
+    The allowed change of a row (column ``allowed``) is ``max(tolerance, rel_tolerance * |baseline mean|, float
+    floor)``, in the metric's reported unit (:mod:`~faithbench.bench.report.allowances`): ``tolerance`` None is
+    1e-6 of the unit's full scale (``scales``: metric name -> ``MetricSpec.scale``; absent: 100 for a ``%`` unit,
+    else 1); the float floor (``float_floors``: metric name -> floor, 0 where absent; the command line passes
     every registered metric's :attr:`~faithbench.metrics.spec.MetricSpec.float_floor`) is what float rounding alone
-    moves the metric's mean. A row fails when it is missing from the
+    moves the metric's mean. A model of the new run whose held-out accuracy (run.json) is not above
+    ``accuracy_floor`` (in %; None: chance plus three standard errors) or fell more than ``max_accuracy_drop``
+    points below the baseline's is a row ``ACCURACY`` (method ``(model)``). A row fails when it is missing from the
     new run (``MISSING``), when it is only in the new run (``NEW``; ``allow_new_rows`` accepts it as ``new``), when
     it was scored with another protocol (``PROTOCOL``: its params other than the cost-only ``max_batch`` and
     IntegratedGradients' ``internal_batch_size``, its seed, unit,
-    direction or aggregate differ, or the suites' dataset, seed, n_samples or batch_size do), when a finite score
+    direction or aggregate differ, or the suites' dataset, seed or n_samples do), when a finite score
     became NaN (``NAN``), when its sample counts ``n``, ``n_undefined`` or ``n_dropped`` changed (``COUNTS``), when
     its score got worse by more than the allowance (direction-aware, ``REGRESSED``), or -- with ``two_sided`` --
     when it moved by more than the allowance either way or a NaN score became finite (``CHANGED``).
@@ -180,7 +99,8 @@ def compare(
     _check_tolerance("rel-tolerance", rel_tolerance)
     base_csv, new_csv = Path(base_csv), Path(new_csv)
     base, new = load_results(base_csv, "baseline"), load_results(new_csv, "new")
-    rec_b, rec_n = load_run_record(base_csv, "baseline"), load_run_record(new_csv, "new")
+    run_b, run_n = load_run_record(base_csv, "baseline"), load_run_record(new_csv, "new")
+    rec_b, rec_n = (r.get("suite") if r is not None else None for r in (run_b, run_n))
     samples_b, samples_n = load_samples(base_csv, "baseline"), load_samples(new_csv, "new")
 
     row_cols = [c for c in ROW_PROTOCOL if c in base.columns and c in new.columns]
@@ -193,15 +113,15 @@ def compare(
 
     # Protocol: the suites' evaluation settings, then each row's recorded settings.
     differences: list[str] = []
-    names = (_suite_names(base, rec_b), _suite_names(new, rec_n))
+    names = (suite_names(base, rec_b), suite_names(new, rec_n))
     if names[0] != names[1]:
         differences.append(f"suites differ: {names[0]} (baseline) vs {names[1]} (new)")
     suite_protocol: list[tuple[str, Any, Any]] = []
     if rec_b is not None and rec_n is not None:
-        suite_protocol, reported = _suite_differences(rec_b, rec_n)
+        suite_protocol, reported = suite_differences(rec_b, rec_n)
         if suite_protocol:
             differences.append(
-                f"suite settings differ: {_changes(suite_protocol)}: every common row is PROTOCOL "
+                f"suite settings differ: {changes(suite_protocol)}: every common row is PROTOCOL "
                 "(the scores are of other samples or settings)"
             )
         differences += reported
@@ -210,18 +130,18 @@ def compare(
         differences.append(
             f"no suite record {' or '.join(absent)}: the suites' settings are not compared (each row's params are)"
         )
-    differences += _weights(base, new)
+    differences += weights(base, new)
 
     detail = [""] * len(merged)
     row_diffs: list[tuple[tuple, list[tuple[str, Any, Any]]]] = []
     for i in np.flatnonzero(both):
         r = merged.iloc[i]
         diffs = [(f"suite.{k}", a, b) for k, a, b in suite_protocol]
-        diffs += _diff(r["_params_base"], r["_params_new"], "params")
+        diffs += diff(r["_params_base"], r["_params_new"], "params")
         if bool(r["higher_is_better_base"]) != bool(r["higher_is_better_new"]):
             diffs.append(("higher_is_better", bool(r["higher_is_better_base"]), bool(r["higher_is_better_new"])))
         for c in row_cols:
-            a, b = _cell(r[f"{c}_base"]), _cell(r[f"{c}_new"])
+            a, b = cell(r[f"{c}_base"]), cell(r[f"{c}_new"])
             if a != b:
                 diffs.append((c, a, b))
         if diffs:
@@ -236,7 +156,7 @@ def compare(
             + ", ".join(f"{k} ({plural(n, 'row')})" for k, n in keys.most_common(6))
         )
         for key, d in row_only[:SHOWN]:
-            differences.append(f"  {key_text(key)}: {_changes([x for x in d if not x[0].startswith('suite.')][:4])}")
+            differences.append(f"  {key_text(key)}: {changes([x for x in d if not x[0].startswith('suite.')][:4])}")
     if only_base.any():
         differences.append(f"{plural(int(only_base.sum()), 'row')} only in the baseline (MISSING)")
     if only_new.any():
@@ -248,9 +168,15 @@ def compare(
     higher = merged["higher_is_better_base"].where(both | only_base, merged["higher_is_better_new"])
     sign = np.where(higher.fillna(True).astype(bool), -1.0, 1.0)
     worse = (sign * merged["delta"]).to_numpy()
-    allowed = np.maximum(tolerance, rel_tolerance * merged["mean_base"].abs().fillna(0.0).to_numpy())
-    floors = merged["metric"].map(dict(float_floors or {})).fillna(0.0).to_numpy(dtype=float)
-    allowed = np.maximum(allowed, floors)
+    units = merged["unit_base"].fillna(merged["unit_new"]) if "unit" in row_cols else None
+    allowed = allowances(
+        merged.assign(unit=units) if units is not None else merged,
+        tolerance=tolerance,
+        rel_tolerance=rel_tolerance,
+        floors=float_floors or {},
+        scales=scales or {},
+    )
+    merged["allowed"] = allowed
     base_finite = np.isfinite(merged["mean_base"].to_numpy())
     new_finite = np.isfinite(merged["mean_new"].to_numpy())
     counts_changed = np.zeros(len(merged), dtype=bool)
@@ -288,23 +214,23 @@ def compare(
     merged["status"] = status
     merged["detail"] = detail
 
-    # Paired CIs, only over rows scored with the same protocol on both sides.
-    ci_low, ci_high = np.full(len(merged), np.nan), np.full(len(merged), np.nan)
-    if samples_b is not None and samples_n is not None:
-        paired = samples_b.merge(samples_n, on=[*KEY, "sample_id"], suffixes=("_base", "_new"))
-        paired["diff"] = paired["value_new"] - paired["value_base"]
-        groups = {k: g["diff"].to_numpy() for k, g in paired.groupby(KEY)}
-        for i in np.flatnonzero(both & ~protocol):
-            k = tuple(merged.loc[i, KEY])
-            if k in groups:
-                ci_low[i], ci_high[i] = paired_bootstrap(groups[k], n_boot, seed)
-    merged["delta_ci_low"], merged["delta_ci_high"] = ci_low, ci_high
+    # Paired CIs, only over rows scored with the same protocol on both sides, on their common samples.
+    merged["delta_ci_low"], merged["delta_ci_high"], merged["n_paired"], why = _intervals(
+        merged, both & ~protocol, samples_b, samples_n, n_boot, seed
+    )
+    if isinstance(why, str):
+        differences.append(why)
+    else:
+        merged["detail"] = [", ".join(x for x in (d, w) if x) for d, w in zip(merged["detail"], why, strict=True)]
     merged["counts"] = [
         "/".join(_count(merged.at[i, f"{c}_new"]) for c in COUNTS) if both[i] else "" for i in range(len(merged))
     ]
-    table = merged[
-        [*KEY, "mean_base", "mean_new", "delta", "delta_ci_low", "delta_ci_high", "counts", "status", "detail"]
-    ].reset_index(drop=True)
+    columns = [*KEY, "mean_base", "mean_new", "delta", "allowed", "delta_ci_low", "delta_ci_high", "n_paired"]
+    table = merged[[*columns, "counts", "status", "detail"]].reset_index(drop=True)
+    models, notes = accuracy_checks(run_b, run_n, floor=accuracy_floor, max_drop=max_accuracy_drop)
+    differences += notes
+    if len(models):  # the models' held-out accuracy, after their scores
+        table = pd.concat([table, models.reindex(columns=table.columns)], ignore_index=True)
     failed = bool(table["status"].isin(FAILING).any())
     table.attrs["differences"] = differences
     table.attrs["suites"] = names
@@ -313,3 +239,33 @@ def compare(
 
 def _count(value: float) -> str:
     return "?" if value != value else str(int(value))
+
+
+def _intervals(
+    merged: pd.DataFrame,
+    rows: np.ndarray,
+    samples_b: pd.DataFrame | None,
+    samples_n: pd.DataFrame | None,
+    n_boot: int,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, str | list[str]]:
+    """The paired-bootstrap interval of each of ``rows`` over the samples both runs scored, that n, and why a row
+    scored on both sides has none: one header line for the run, else a note per row."""
+    low, high, n = np.full(len(merged), np.nan), np.full(len(merged), np.nan), np.zeros(len(merged), dtype=int)
+    if samples_b is None or samples_n is None:
+        side = " and ".join(s for s, f in (("baseline", samples_b), ("new", samples_n)) if f is None)
+        return low, high, n, f"no per-sample scores (samples.csv) beside the {side} run: no confidence intervals"
+    paired = samples_b.merge(samples_n, on=[*KEY, "sample_id"], suffixes=("_base", "_new"))
+    paired["diff"] = paired["value_new"] - paired["value_base"]
+    groups = {k: g["diff"].to_numpy() for k, g in paired.groupby(KEY)}
+    scored = np.isfinite(merged["mean_base"].to_numpy()) & np.isfinite(merged["mean_new"].to_numpy())
+    why = [""] * len(merged)
+    for i in np.flatnonzero(rows):
+        k = tuple(merged.loc[i, KEY])
+        diffs = groups.get(k, np.zeros(0))
+        n[i] = int(np.isfinite(diffs).sum())
+        if n[i] >= 2:
+            low[i], high[i] = paired_bootstrap(diffs, n_boot, seed)
+        elif scored[i]:  # a score on both sides without an interval says why
+            why[i] = f"no interval: {plural(n[i], 'sample')} scored in both runs"
+    return low, high, n, why

@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 from faithbench.bench.run.data import load_data
 from faithbench.bench.run.distributed import Worker, device_named
 from faithbench.bench.run.estimate import input_scale, stand_in
-from faithbench.bench.run.fit import check_own_models
+from faithbench.bench.run.fit import check_own_models, held_out_accuracy
 from faithbench.bench.run.pairing import SharedItems, save_shared, share_items, shared_digest
 from faithbench.bench.run.plan import Plan, plan, resume_count
 from faithbench.bench.run.provenance import provenance, registry_catalog
@@ -81,9 +81,17 @@ class _Writer:
     it."""
 
     def __init__(
-        self, *, out: Path, steps: Plan, shared: dict[str, SharedItems], prov: dict, outcome: Callable[[], Outcome]
+        self,
+        *,
+        out: Path,
+        steps: Plan,
+        shared: dict[str, SharedItems],
+        prov: dict,
+        accuracy: dict[str, dict],
+        outcome: Callable[[], Outcome],
     ) -> None:
         self.out, self.steps, self.shared, self.prov, self.outcome = out, steps, shared, prov, outcome
+        self.accuracy = accuracy  # each model's held-out accuracy on the run's data (:mod:`.fit`)
         self.store = RunStore(out)
         self.plugins_from = plugin_folders(steps.suite.plugins)  # once: run.json records it at every flush
         self.catalog = registry_catalog().to_dict()  # once too (the registries, plugins imported, for the report)
@@ -110,7 +118,9 @@ class _Writer:
         frame = self.store.write_tables(units, self.steps.suite.name)
         shared = {name: items.record() for name, items in self.shared.items()}
         # last: it names the units
-        self.store.save_record(self.steps.record, self.prov, units, shared, self.plugins_from, self.catalog)
+        self.store.save_record(
+            self.steps.record, self.prov, units, shared, self.plugins_from, self.catalog, self.accuracy
+        )
         return frame
 
 
@@ -178,9 +188,11 @@ def _run(steps: Plan, out: Path, dev: torch.device, worker: Worker, progress: bo
     data = load_data(suite)
     ids = sample_ids(suite, len(data.labels))
     batch = min(4 * suite.batch_size, suite_max_batch(suite.max_batch))  # a user's model, before it is sized
-    check_own_models(suite, data, dev, batch, say=worker.first)  # a user's model that does not fit: refused here
+    check_own_models(suite, data, dev)  # a user's model that does not fit: refused here
+    accuracy: dict[str, dict] = {}
     if worker.first:  # the builds under their own progress; another worker waits on a build's lock, then loads
         zoo.build_missing(suite.models)
+        accuracy = held_out_accuracy(suite, data, dev, batch)  # every model's line, recorded in run.json
 
     # a deciding model's calls before any unit: sized as its units' (a closure without the plan: the walk stays short)
     free, image, workers = free_bytes(dev), data.images[:1], worker.sharing
@@ -195,7 +207,9 @@ def _run(steps: Plan, out: Path, dev: torch.device, worker: Worker, progress: bo
     shared = share_items(steps, data, dev, lambda name: load_model(name, device=dev), batch_of)
     digest = shared_digest(shared)  # part of every unit's key: the items depend on every deciding model
     prov = provenance(dev, suite.seed)
-    writer = _Writer(out=out, steps=steps, shared=shared, prov=prov, outcome=lambda: work.outcome())  # work: below
+    writer = _Writer(
+        out=out, steps=steps, shared=shared, prov=prov, accuracy=accuracy, outcome=lambda: work.outcome()
+    )  # work: below
     files = UnitFiles(out=out, pieces=suite.pieces, before_writing=writer.start)
     total = len(steps.keys)  # one per (model, job)
     if resuming:

@@ -113,14 +113,18 @@ class RunStore:
         shared: dict | None = None,
         plugins_from: list[str] = (),
         catalog: dict | None = None,
+        accuracy: dict[str, dict] | None = None,
     ) -> None:
         """run.json: the suite, the provenance, the manifest of the run's units, the items shared by models, what
         the units recorded of each model (``model_info``: held-out accuracy, training budget) and where the suite's
         plugins were found (:func:`~faithbench.bench.run.suite_files.plugin_folders`) and the registries' names and
-        orders its report reads (``catalog``: :mod:`faithbench.bench.store.run_catalog`)."""
+        orders its report reads (``catalog``: :mod:`faithbench.bench.store.run_catalog`); ``accuracy``: each model's
+        held-out accuracy on the run's data, as ``models[name]["run_accuracy"]``."""
         units = list(units)
         manifest = [{"model": u["model"], "method": u["method"], "key": u["key"]} for u in units]
-        models = {u["model"]: u["model_info"] for u in units if u.get("model_info")}  # held-out accuracy, budget
+        models = {u["model"]: dict(u["model_info"]) for u in units if u.get("model_info")}  # held-out accuracy, budget
+        for name, record in (accuracy or {}).items():
+            models.setdefault(name, {})["run_accuracy"] = record
         record = {"suite": suite, "provenance": prov, "units": manifest, **({"shared": shared} if shared else {})}
         record |= {"models": models} if models else {}
         record |= {"plugin_folders": list(plugins_from)} if plugins_from else {}

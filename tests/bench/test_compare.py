@@ -212,7 +212,8 @@ def test_unrelated_suites_name_the_difference_before_any_score(parts, base, tmp_
     assert code == 1
     head, _, rest = out.partition("\nmodel ")
     assert "suites differ: smoke (baseline) vs vision (new)" in head
-    assert "suite settings differ: n_samples 16 → 48, batch_size 16 → 64: every common row is PROTOCOL" in head
+    assert "suite settings differ: n_samples 16 → 48: every common row is PROTOCOL" in head
+    assert "cost settings differ: batch_size 16 → 64 (reported only" in head
     assert "[gridpg].n_grids 4 → 12" in head and "rows only in the baseline (MISSING)" in head
     assert "COUNTS" not in rest and "REGRESSED" not in rest
     assert "the runs are of different suites (smoke vs vision)" in out.splitlines()[-1]
