@@ -140,7 +140,9 @@ def cascade_maps(unit: Unit, cfg: RandomisationConfig) -> tuple[Tensor, Tensor, 
         done = depth
         maps.append(explain(randomised, f"randomised:{cfg.init}:{cfg.seed}:{depth}/{len(layers)}"))
     shares = torch.tensor([d / len(layers) for d in depths])
-    params = {"n_layers": len(layers), "depths": depths, "init": cfg.init, "seed": cfg.seed, "n_samples": k}
+    # the unit's count over all pieces (its rows' protocol), not this piece's k
+    first = min(cfg.n_samples, len(unit.sample_ids))
+    params = {"n_layers": len(layers), "depths": depths, "init": cfg.init, "seed": cfg.seed, "n_samples": first}
     return original, torch.stack(maps), shares, ids, params
 
 

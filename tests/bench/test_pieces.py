@@ -334,10 +334,10 @@ def test_a_piece_without_any_of_a_metrics_samples_scores_nothing_there(tmp_path)
     frames = {
         pieces: faithbench.benchmark(["cnn_mnist"], ["gradient"], ["randomisation", "entropy"], n_samples=4,
                                      pieces=pieces, randomisation={"n_samples": 2, "n_depths": 2},
-                                     out=tmp_path / str(pieces)).set_index("metric")[["mean", "n"]]
+                                     out=tmp_path / str(pieces)).set_index("metric")[["mean", "n", "params"]]
         for pieces in (1, 6)
     }  # fmt: skip
-    pd.testing.assert_frame_equal(frames[1], frames[6])
+    pd.testing.assert_frame_equal(frames[1], frames[6])  # params too: the unit's 2 samples, not a piece's (compare)
 
 
 @pytest.mark.parametrize(
