@@ -26,6 +26,7 @@ COMMANDS = {  # command -> "module:function", imported when the command runs
     "status": "faithbench.bench.cli.status:cmd_status",
     "verdicts": "faithbench.bench.cli.verdicts:cmd_verdicts",
     "perf": "faithbench.bench.cli.perf:cmd_perf",
+    "numerics": "faithbench.bench.cli.numerics:cmd_numerics",
 }
 
 

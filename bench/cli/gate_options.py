@@ -56,3 +56,15 @@ def add_compare(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
         action="store_true",
         help="accept (model, method, metric) rows only in NEW_CSV instead of failing on them (status new)",
     )
+
+
+def add_numerics(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p_num = sub.add_parser(
+        "numerics",
+        parents=[common],
+        help='the portable CPU numerics as shell lines: eval "$(faithbench numerics)" before a run that a gate on '
+        "another machine compares (recorded in every row: numerics)",
+    )
+    p_num.add_argument(
+        "--check", action="store_true", help="say which numerics this shell has; exit 1 unless they are the portable"
+    )

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from faithbench.bench.cli.catalog import ConfigOption, config_options, run_controls
-from faithbench.bench.cli.gate_options import add_compare
+from faithbench.bench.cli.gate_options import add_compare, add_numerics
 from faithbench.bench.perf.cases import QUICK_HELP
 
 TYPES = {"int": int, "float": float, "str": str}
@@ -276,6 +276,7 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     )
 
     add_compare(sub, common)
+    add_numerics(sub, common)
     p_perf = sub.add_parser(
         "perf", parents=[common], help="time the metrics and methods against Quantus and against the model calls alone"
     )

@@ -33,7 +33,15 @@ from faithbench.bench.report.compare_inputs import (
     load_samples,
     plural,
 )
-from faithbench.bench.report.run_differences import cell, changes, diff, suite_differences, suite_names, weights
+from faithbench.bench.report.run_differences import (
+    cell,
+    changes,
+    diff,
+    provenance_differences,
+    suite_differences,
+    suite_names,
+    weights,
+)
 from faithbench.errors import UserError
 
 
@@ -131,6 +139,8 @@ def compare(
             f"no suite record {' or '.join(absent)}: the suites' settings are not compared (each row's params are)"
         )
     differences += weights(base, new)
+    if run_b is not None and run_n is not None:
+        differences += provenance_differences(run_b.get("provenance") or {}, run_n.get("provenance") or {})
 
     detail = [""] * len(merged)
     row_diffs: list[tuple[tuple, list[tuple[str, Any, Any]]]] = []

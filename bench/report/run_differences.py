@@ -98,3 +98,15 @@ def weights(base: pd.DataFrame, new: pd.DataFrame) -> list[str]:
         f"model weights differ for {', '.join(lines)}: those scores are of different weights "
         "(reported, not failing: a retrained model is gated on its scores)"
     ]
+
+
+def provenance_differences(pb: dict, pn: dict) -> list[str]:
+    """Reported only: the machines' numerics (``faithbench numerics``) and hosts, which move scores by rounding."""
+    lines = []
+    nb, nn = pb.get("numerics"), pn.get("numerics")
+    if nb != nn and (nb or nn):
+        lines.append(
+            f"numerics differ: {nb or '?'} → {nn or '?'} (reported only: other CPU numerics round otherwise; "
+            'eval "$(faithbench numerics)" before both runs makes them portable)'
+        )
+    return lines

@@ -13,12 +13,14 @@ from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+import numpy as np
 import torch
 
 import faithbench
 from faithbench.attributions import ALL_CONTROLS, CORRUPTION_CONTROLS, METHODS
 from faithbench.attributions.identities import KNOWN_IDENTITIES
 from faithbench.attributions.truth_controls import TRUTH_CORRUPTIONS
+from faithbench.bench.run.cpu_numerics import numerics_in_effect
 from faithbench.bench.store.run_catalog import RunCatalog
 from faithbench.metrics.registry import METRICS
 from faithbench.metrics.truth_agreement import REFERENCE
@@ -106,8 +108,11 @@ def provenance(device: torch.device, seed: int) -> dict[str, str]:
         "zennit_version": _version("zennit"),
         "bcos_version": _version("bcos"),
         "lxt_version": _version("lxt"),
+        "numpy_version": np.__version__,
         "python_version": platform.python_version(),
         "device": device_name(device),
+        "host": platform.node(),
+        "numerics": numerics_in_effect(),  # portable or not (faithbench numerics): rounding differs across CPUs
         "seed": str(seed),
         "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }

@@ -221,6 +221,10 @@ class Work:
             "batch_size": self.sizes[name].batch_size,
             "eval_rows": self.sizes[name].eval_rows,
             "sized_at": self.sizes[name].sized_at,
+            # what the rows say of the data (``compare`` and ``report`` combine runs on them)
+            "dataset": self.steps.suite.dataset,
+            "n_samples": self.steps.suite.n_samples,
+            "data_root": self.steps.suite.data_root or "",
         }
 
     def _unit_of(self, name: str, job: Job, ids: torch.Tensor, **state: Any) -> Any:

@@ -125,6 +125,7 @@ def unit_rows(unit: dict, suite: str) -> UnitRows:
                 "explained": rec.get("explained", ""),
                 "metric_time_s": rec["metric_time_s"],
                 **{key: rec.get(key, float("nan")) for key in ("model_calls", "model_inputs", "peak_memory_mb")},
+                **{key: unit.get(key, "") for key in ("dataset", "n_samples", "batch_size", "data_root")},
                 "pieces": unit.get("pieces", 1),
                 "piece_time_s": unit.get("piece_time_s", float("nan")),  # every metric of the longest piece
                 **unit["provenance"],

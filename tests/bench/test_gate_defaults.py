@@ -2,6 +2,7 @@
 
 The runs are cut from the committed smoke reference (as in test_compare); the noise sizes are the measured ones
 (another ``--pieces``, ``--batch-size``, ``--max-batch``, another CPU type's rounding)."""
+# ruff: noqa: F811 (the fixtures of test_compare, taken as parameters)
 
 import json
 
@@ -104,7 +105,8 @@ def test_a_row_without_an_interval_says_why(parts, base, tmp_path, capsys):
     rest = smp[~((smp.metric == "gridpg") & (smp.method == "native") & (smp.model == "bcos_cnn_mnist"))]
     table, _ = compare(base, _new(parts, tmp_path, samples=pd.concat([rest, one])))
     row = table[(table.metric == "gridpg") & (table.method == "native") & (table.model == "bcos_cnn_mnist")].iloc[0]
-    assert np.isnan(row.delta_ci_low) and row.n_paired == 1 and "no interval: 1 sample scored in both runs" in row.detail
+    assert np.isnan(row.delta_ci_low) and row.n_paired == 1
+    assert "no interval: 1 sample scored in both runs" in row.detail
     (tmp_path / "new" / "samples.csv").unlink()
     table, _ = compare(base, tmp_path / "new" / "results.csv")
     assert any("no per-sample scores (samples.csv) beside the new run" in d for d in table.attrs["differences"])

@@ -122,6 +122,7 @@ def test_rescore_names_a_truncated_or_replaced_unit_file_in_one_line(suite, tmp_
     path = out / "units" / "cnn_mnist__gradcam.json"
     text = path.read_text()
     path.write_text(text[: len(text) // 2])  # case 3: a traceback that never named the file
+    capsys.readouterr()  # the run's own lines
     assert main(["rescore", str(out), "--set", "deletion.block_size=1", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: unit file {path} of this run is not valid JSON") and err.count("\n") == 1
