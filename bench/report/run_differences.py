@@ -104,7 +104,7 @@ def provenance_differences(pb: dict, pn: dict) -> list[str]:
     """Reported only: the machines' numerics (``faithbench numerics``) and hosts, which move scores by rounding."""
     lines = []
     nb, nn = pb.get("numerics"), pn.get("numerics")
-    if nb != nn and (nb or nn):
+    if nb and nn and nb != nn:  # a run from before the column records none: nothing to say
         lines.append(
             f"numerics differ: {nb or '?'} → {nn or '?'} (reported only: other CPU numerics round otherwise; "
             'eval "$(faithbench numerics)" before both runs makes them portable)'
