@@ -57,7 +57,7 @@ def accuracy_checks(
     """One row per model of the new run with a held-out accuracy (run.json's ``models[m]["run_accuracy"]``): its
     accuracy in % on both sides and ``ACCURACY`` where the new one is not above the floor (``floor`` in %, None: the
     run's own, chance plus three standard errors) or fell more than ``max_drop`` points below the baseline's on the
-    same items. Also the lines for the header: models without a recorded accuracy, items that differ."""
+    same items. Also the lines for the header: a baseline's accuracy of other items, a new run that records none."""
     base, new = run_accuracy(rec_b), run_accuracy(rec_n)
     rows, notes = [], []
     for model, acc in new.items():
