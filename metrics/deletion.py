@@ -9,6 +9,9 @@ fraction f, the top ``k = floor(f * n_blocks + 1/2)`` blocks are
   [x, 1-x] pair go at once), the rest kept;
 * insertion: kept, everything else set to the baseline;
 
+(``baseline = "per-image-mean"``, deletion only: Quantus' convention, each step's removed blocks set to the mean of
+the image as it stands before that step, :func:`~faithbench.metrics.baselines.running_mean_baseline`)
+
 and the explained class's probability p_f is recorded. Score = normalised area under the curve,
 
     AUC = trapezoid(p_f over f) / (f_max - f_min)       in [0, 1]
@@ -39,7 +42,7 @@ from faithbench.metrics._checks import (
     resolve_block,
 )
 from faithbench.metrics._perturb import ForwardFn, feature_ranks, probabilities_after_removal, unranked
-from faithbench.metrics.baselines import BaselineConfig, unit_baseline
+from faithbench.metrics.baselines import BASELINES, PER_IMAGE_MEAN, BaselineConfig, running_mean_baseline, unit_baseline
 from faithbench.metrics.spec import MetricCost, MetricResult, Unit, sample_maps_cost
 from faithbench.metrics.spec_table import described
 from faithbench.metrics.types import CurveScores
@@ -98,7 +101,7 @@ def pixel_deletion(
     *,
     block_size: int | None = None,
     fractions: Sequence[float] = ALOE_FRACTIONS,
-    baseline: float | Tensor = 0.0,
+    baseline: float | Tensor | str = 0.0,
     activation: str = "softmax",
     chunk_size: int = 256,
 ) -> CurveScores:
@@ -114,7 +117,9 @@ def pixel_deletion(
         fractions: increasing fractions of blocks in [0, 1] (at least two).
         baseline: replacement in model-input space: a scalar, a tensor broadcastable to (C, H, W), or
             one per sample (B, C, H, W); :func:`faithbench.metrics.baselines.removal_baseline` encodes an
-            image-space baseline per model.
+            image-space baseline per model. ``"per-image-mean"``: Quantus' ``perturb_baseline="mean"``, each
+            step's blocks set to the mean of the image after the step before
+            (:func:`~faithbench.metrics.baselines.running_mean_baseline`).
         activation: ``softmax``, ``sigmoid`` (B-cos models) or ``identity``.
         chunk_size: perturbed images per model call.
 
@@ -188,12 +193,14 @@ def _block_curve(
     targets: Tensor,
     block_size: int | None,
     fractions: Sequence[float],
-    baseline: float | Tensor,
+    baseline: float | Tensor | str,
     activation: str,
     chunk_size: int,
     *,
     insert: bool,
 ) -> CurveScores:
+    if isinstance(baseline, str) and (insert or baseline != PER_IMAGE_MEAN):
+        raise ValueError(insertion_refusal(baseline) if insert else f"baseline {baseline!r}: not {PER_IMAGE_MEAN!r}")
     attributions, targets, frac = check_curve_inputs(inputs, attributions, targets, fractions, activation)
     b, _, h, w = inputs.shape
     block_size = block_size_for(h, w, block_size)
@@ -205,6 +212,8 @@ def _block_curve(
     pixel_rank = block_rank.repeat_interleave(s, dim=1).repeat_interleave(s, dim=2)[:, :h, :w]
     k = torch.floor(frac * n_blocks + 0.5).long().to(inputs.device)
     r = k.numel()
+    if isinstance(baseline, str):
+        baseline = running_mean_baseline(inputs, pixel_rank, k)
     curve = probabilities_after_removal(
         forward,
         inputs,
@@ -240,6 +249,7 @@ class DeletionConfig(BaselineConfig):
 
     protocols: ClassVar[dict[str, tuple]] = {"baseline": ("mean", "blur", "value", "model-input-zero")}
     cli: ClassVar[dict[str, str]] = {}
+    baselines: ClassVar[tuple[str, ...]] = (*BASELINES, PER_IMAGE_MEAN)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -251,6 +261,18 @@ class DeletionConfig(BaselineConfig):
     def for_image(self, side: int) -> DeletionConfig:
         """The config on ``side`` px images: the default block size filled in, one that degenerates refused."""
         return resolve_block(self, side)
+
+
+def insertion_refusal(baseline: str) -> str:
+    """Why insertion does not take ``baseline`` (``per-image-mean`` is a removal sequence's own mean)."""
+    return (
+        f"pixel_insertion: baseline {baseline!r} is Quantus' deletion convention (the mean of the image after "
+        "each removal); insertion removes no sequence. Valid for insertion: mean, value, blur, model-input-zero"
+    )
+
+
+def _insertion_refuses(cfg: DeletionConfig) -> str | None:
+    return insertion_refusal(cfg.baseline) if cfg.baseline == PER_IMAGE_MEAN else None
 
 
 def _curve_metric(curve_fn: Callable[..., CurveScores]) -> Callable[[Unit, DeletionConfig], MetricResult]:
@@ -294,4 +316,5 @@ INSERTION = described(
     evaluate=_curve_metric(pixel_insertion),
     cost=_curve_cost("insertion"),
     config=DeletionConfig,
+    refuses=_insertion_refuses,
 )

@@ -77,6 +77,8 @@ class MetricSpec:
         cost: hook ``cost(unit, config) -> tuple[MetricCost, ...]``: what the metric asks of one piece of a unit (the
             unit's model may be a stand-in that the model registry describes, its images an empty (N, 0) tensor).
         given_maps: it reads only its samples' maps (:meth:`Unit.sample_maps`): ``faithbench.score`` can score others'.
+        refuses: hook ``refuses(config) -> reason | None``: a config the metric cannot run with (insertion under a
+            deletion-only baseline), refused when a suite is planned, before any model loads, and by ``score``.
         float_floor: in the reported unit, the change of a mean that float rounding alone makes (the same code and
             weights on another CPU type or device); ``compare`` allows at least this much. 0: none is known.
     """
@@ -103,6 +105,7 @@ class MetricSpec:
     cost: Callable[[Unit, Any], tuple[MetricCost, ...]] | None = None
     float_floor: float = 0.0
     given_maps: bool = False
+    refuses: Callable[[Any], str | None] | None = None
 
     def availability(self, modality: str) -> str | None:
         """Why the metric cannot run in a suite of ``modality`` (None: it can). ``list`` and ``run`` both use it."""

@@ -24,6 +24,7 @@ from faithbench.bench.store.results import RunStore
 from faithbench.bench.store.tidy import JOB_COLUMNS
 from faithbench.build_names import build_name, split_build
 from faithbench.config import to_dict
+from faithbench.errors import UserError
 from faithbench.metrics.grids import SHARED_BY_BUILD
 from faithbench.metrics.registry import METRICS
 from faithbench.metrics.spec import MetricSpec
@@ -110,6 +111,8 @@ def metric_jobs(suite: Suite) -> tuple[MetricJob, ...]:
     for name in suite.metrics:
         spec, table = METRICS.get(name), suite.metric_tables.get(name)
         config = suite.configs[table] if table else spec.config()
+        if spec.refuses and (reason := spec.refuses(config)):
+            raise UserError(f"{suite.name}: {reason}")
         deciders = tuple(spec.pairing(config, families)) if spec.pairing else ()
         by_build = getattr(config, "pairing", None) == SHARED_BY_BUILD
         out.append(MetricJob(name=name, spec=spec, config=config, deciders=deciders, by_build=by_build))

@@ -97,6 +97,8 @@ def score(
             f"{tuple(x.shape)}: (B, H, W) and (B,)"
         )
     config = from_table(spec.config, _table(spec.config, settings), f"score({metric!r})")
+    if spec.refuses and (reason := spec.refuses(config)):
+        raise UserError(f"score({metric!r}): {reason}")
     if hasattr(config, "for_image"):
         try:
             config = config.for_image(min(x.shape[-2:]))

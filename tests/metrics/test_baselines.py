@@ -3,10 +3,11 @@
 import pytest
 import torch
 
+import faithbench
 from faithbench.config import from_table
 from faithbench.errors import UserError
 from faithbench.metrics._perturb import probabilities_after_removal
-from faithbench.metrics.baselines import BaselineConfig, image_baseline, removal_baseline
+from faithbench.metrics.baselines import BaselineConfig, image_baseline, removal_baseline, running_mean_baseline
 from faithbench.metrics.deletion import DeletionConfig
 from faithbench.metrics.erasure import ErasureConfig
 from faithbench.models.encoding import bcos_inverse, normalized
@@ -90,3 +91,33 @@ def test_configs_validate_and_default_to_the_mean_colour():
         from_table(ErasureConfig, {"baseline": "value", "baseline_value": 2.0}, "[erasure]")
     with pytest.raises(UserError, match="target.*predicted"):
         from_table(ErasureConfig, {"target": "truth"}, "[erasure]")
+
+
+def test_running_mean_baseline_by_hand():
+    # two channels; step 1 removes pixel (0, 0), step 2 pixels (0, 1) and (1, 0); N = 8 values, mean 10 / 8
+    x = torch.tensor([[[[4.0, 2.0], [0.0, 0.0]], [[4.0, 0.0], [0.0, 0.0]]]])
+    ranks = torch.tensor([[[0, 1], [2, 3]]])
+    value = running_mean_baseline(x, ranks, torch.tensor([0, 1, 3]))
+    m0 = 10 / 8
+    m1 = (10 - 8 + 2 * m0) / 8  # the pixel's two values (4, 4) become m0
+    m2 = (8 * m1 - 2 + 4 * m1) / 8  # (0, 1) held 2 + 0 and (1, 0) held 0 + 0; four values become m1
+    expected = torch.tensor([[m0, m1], [m1, m2]]).expand(1, 2, 2, 2)
+    torch.testing.assert_close(value, expected)
+    after = torch.where(ranks < 3, value, x)  # the image after step 2 of Quantus' loop: its mean is m2
+    assert after.mean().item() == pytest.approx(m2)
+
+
+def test_per_image_mean_is_a_deletion_baseline_only():
+    assert DeletionConfig(baseline="per-image-mean").baseline == "per-image-mean"
+    with pytest.raises(ValueError, match="baseline.*per-image-mean"):
+        ErasureConfig(baseline="per-image-mean")  # comprehensiveness removes no sequence
+    x, maps, y = torch.rand(2, 1, 4, 4, generator=GEN), torch.randn(2, 4, 4, generator=GEN), torch.tensor([0, 1])
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 2))
+    with pytest.raises(UserError, match="pixel_insertion: baseline 'per-image-mean'.*Valid for insertion: mean"):
+        faithbench.score(net, x, maps, y, metric="pixel_insertion", baseline="per-image-mean")
+    with pytest.raises(UserError, match="pixel_insertion: baseline 'per-image-mean'"):  # refused before any model loads
+        faithbench.benchmark(
+            ["cnn_mnist"], ["gradient"], ["pixel_deletion", "pixel_insertion"], deletion={"baseline": "per-image-mean"}
+        )
+    ours = faithbench.score(net, x, maps, y, metric="pixel_deletion", baseline="per-image-mean", block_size=1)
+    assert ours.shape == (2,) and torch.isfinite(ours).all()
