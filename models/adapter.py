@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import torch
 from bcos.common import explanation_mode
@@ -206,3 +207,5 @@ class ModelSpec:
     modality: str = "image"
     dataset: str | None = None  # the data set whose classes it predicts (zoo models); None: any of its modality
     tokenizer: str | None = None  # text models: the vocabulary of their token ids (the data is tokenized with it)
+    # pretrained weights read from disk: () -> models.checkpoints.weight_files.WeightFile (checked before a run)
+    weight_file: Callable[[], Any] | None = None

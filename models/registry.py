@@ -9,7 +9,7 @@ import torch
 
 from faithbench.models import zoo
 from faithbench.models.adapter import ModelAdapter, ModelSpec
-from faithbench.models.checkpoints import bcosified_hub, hub
+from faithbench.models.checkpoints import bcosified_hub, hub, weight_files
 from faithbench.models.text_encoding import text_adapter
 from faithbench.models.truth import image_exact, token_exact
 from faithbench.registry import Registry
@@ -83,6 +83,7 @@ for _arch, _vit, _layer in (
             source="torchvision",
             description=f"torchvision {_arch}, ImageNet weights",
             build=hub.torchvision_model(_arch, is_vit=_vit, conv_layer=_layer),
+            weight_file=weight_files.torchvision_file(_arch),
         ),
     )
 # The ImageNet architectures with seeded random weights and no download: they run every method on the real networks
@@ -118,6 +119,7 @@ for _entry in hub.BCOS_HUB:
                 "weights"
             ),
             build=hub.bcos_hub_model(_entry, is_vit=_vit, conv_layer=None if _vit else "layer4"),
+            weight_file=weight_files.bcos_hub_file(_entry),
         ),
     )
 for _name, _entry in bcosified_hub.BCOSIFIED.items():
@@ -131,6 +133,7 @@ for _name, _entry in bcosified_hub.BCOSIFIED.items():
                 f"B-cosified {_entry.arch}, B-cosification release experiment {_entry.experiment} (file placed by hand)"
             ),
             build=bcosified_hub.bcosified_model(_name),
+            weight_file=weight_files.bcosified_file(_name),
         ),
     )
 for _repo in hub.ALOE_CLASSIFIERS:
@@ -144,6 +147,7 @@ for _repo in hub.ALOE_CLASSIFIERS:
                 f"ALOE {_repo.split('/')[-1]}: ImageNet-1k linear probe on an aligned B-cos ViT (CC BY-NC-SA 4.0)"
             ),
             build=hub.aloe_model(_repo),
+            weight_file=weight_files.hugging_face_folder(_repo),
         ),
     )
 

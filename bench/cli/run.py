@@ -20,6 +20,7 @@ from faithbench.bench.report.build import headline, report
 from faithbench.bench.report.formats import WIDTH, to_text
 from faithbench.bench.run.dry_run import dry_run_text
 from faithbench.bench.run.launch import SlurmSettings, submit, wait_for
+from faithbench.bench.run.preflight import readiness
 from faithbench.bench.run.question import question
 from faithbench.bench.run.runner import Terminated, run
 from faithbench.bench.run.suite import Suite, build_suite, load_suite, with_overrides
@@ -152,4 +153,16 @@ def dry_run(suite: Suite, out: Path, times_from: Path | None = None, device: str
         suite, out, lambda table: to_text(table, width=WIDTH, keys=1), WIDTH, times_from, device, workers
     )
     sys.stdout.write(text)
+    stops, first = readiness([suite, *(load_suite(t) for t in suite.tiers)])
+    for line in first:
+        sys.stdout.write(f"{line}\n")
+    if stops:
+        sys.stdout.write(f"\nnot ready to run here ({len(stops)}; a real run stops before making {out}):\n")
+        sys.stdout.write("".join(f"  {line}\n" for line in stops))
+        sys.stdout.write(
+            "  (absent weights: online, the run downloads them first; offline, put them there)\n"
+            * any(" weights not on this machine " in line for line in stops)
+        )
+        return 1
+    sys.stdout.write("checks before compute: settings, data and weights all in place\n")
     return 0

@@ -17,7 +17,7 @@ from faithbench.bench.run.estimate import Estimate, device_free, estimate
 from faithbench.bench.run.plan import Plan, plan
 from faithbench.bench.run.run_status import plan_table
 from faithbench.bench.run.suite import Suite
-from faithbench.bench.run.time_estimate import time_from_slice, time_lines
+from faithbench.bench.run.time_estimate import other_device, time_from_slice, time_lines
 from faithbench.models.data.datasets import DATASETS
 from faithbench.models.data.hf import HF_DATASETS
 from faithbench.progress import clock_text
@@ -58,9 +58,11 @@ def dry_run_text(
         lines.append(textwrap.fill(f"~ {note} ({which})", width, initial_indent="  ", subsequent_indent="    "))
     lines += [f"  {note}" for note in (*cost.notes, LEFT_OUT)]
     if times_from is not None:
-        lines += [
-            textwrap.fill(line, width, subsequent_indent="    ") for line in time_lines(suite, times_from, count, image)
-        ]
+        timed = time_lines(suite, times_from, count, image, dev.type)
+        lines += [textwrap.fill(line, width, subsequent_indent="    ") for line in timed]
+    elif dev.type == "cuda":
+        lines.append(textwrap.fill(f"time: none for {dev.type} (counts are not seconds): pass --times-from a slice "
+                                   "of the suite run on this GPU (e.g. --n-samples 8 --n-grids 4)", width))  # fmt: skip
     for tier in steps.tiers:
         t_count, t_image = evaluation_set(tier.plan.suite)
         t_cost = estimate(tier.plan, n_images=t_count, device=dev, workers=workers, image=t_image)
@@ -69,8 +71,9 @@ def dry_run_text(
             f"tier {tier.name} (into {out / tier.folder}): ≈ {t_inputs:,} model inputs, ≈ {t_calls:,} calls "
             f"(its plan: --suite {tier.name} --dry-run)"
         )
-        if times_from is not None and (times_from / tier.folder / "run.json").exists():
-            timed = time_from_slice(tier.plan.suite, times_from / tier.folder, t_count, t_image)
+        tier_slice = times_from / tier.folder if times_from is not None else Path("-")
+        if (tier_slice / "run.json").exists() and not other_device(tier_slice, dev.type):
+            timed = time_from_slice(tier.plan.suite, tier_slice, t_count, t_image)
             lines.append(f"  time ≈ {clock_text(timed.seconds)} of compute (scaled from {times_from / tier.folder})")
     holds = (
         f"{out} holds a run: `python -m bench status {out}` says how far it got"

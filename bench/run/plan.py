@@ -28,6 +28,7 @@ from faithbench.errors import UserError
 from faithbench.metrics.grids import SHARED_BY_BUILD
 from faithbench.metrics.registry import METRICS
 from faithbench.metrics.spec import MetricSpec
+from faithbench.models.data.datasets import DATASETS
 from faithbench.models.registry import MODELS
 
 
@@ -191,6 +192,7 @@ def evaluation_settings(suite: Suite) -> dict[str, Any]:
     return {
         "dataset": suite.dataset,
         "data_root": suite.data_root,
+        **({"class_index": suite.class_index} if DATASETS.get(suite.dataset).class_folders else {}),
         "seed": suite.seed,
         "n_samples": suite.n_samples,
         "batch_size": suite.batch_size,

@@ -34,6 +34,7 @@ from faithbench.bench.run.estimate import input_scale, stand_in
 from faithbench.bench.run.fit import check_own_models, held_out_accuracy
 from faithbench.bench.run.pairing import SharedItems, save_shared, share_items, shared_digest
 from faithbench.bench.run.plan import Plan, plan, resume_count
+from faithbench.bench.run.preflight import check_before_compute
 from faithbench.bench.run.provenance import provenance, registry_catalog
 from faithbench.bench.run.sizing import AUTO, free_bytes, image_probe, model_sizes, suite_max_batch
 from faithbench.bench.run.suite import Suite
@@ -147,8 +148,10 @@ def run(
     (``KeyboardInterrupt``): the finished pieces stay, the claimed ones are given back. ``worker``: this process
     among the run's workers when a launcher says so (a job array's task; default: torchrun's rank, or 0 of 1);
     ``handle_sigterm=False`` leaves SIGTERM to the launcher (submitit requeues the task on it)."""
+    steps = plan(suite)
+    check_before_compute([steps.suite, *(tier.plan.suite for tier in steps.tiers)])  # before any folder is made
     with torch_settings_kept():  # the device's settings (full-fp32 CUDA) last as long as the run, not beyond it
-        return _run_plan(plan(suite), Path(out), device, progress, worker, handle_sigterm)
+        return _run_plan(steps, Path(out), device, progress, worker, handle_sigterm)
 
 
 @contextlib.contextmanager

@@ -26,7 +26,7 @@ from faithbench.errors import ParameterError, UserError
 from faithbench.metrics.baselines import TEXT_BASELINES
 from faithbench.metrics.registry import METRICS
 from faithbench.models import MODELS
-from faithbench.models.data.datasets import DATASETS
+from faithbench.models.data.datasets import CLASS_INDEX, DATASETS
 from faithbench.models.user import SOURCE as USER_SOURCE
 from faithbench.models.zoo.builds import with_builds
 
@@ -35,6 +35,7 @@ SCALARS = {  # key: (type, smallest value or None)
     "description": (str, None),
     "dataset": (str, None),
     "data_root": (str, None),
+    "class_index": (str, None),
     "seed": (int, 0),
     "n_samples": (int, 1),
     "batch_size": (int, 1),
@@ -64,6 +65,7 @@ class Suite:
     description: str = ""
     dataset: str = "mnist"
     data_root: str | None = None
+    class_index: str = "auto"  # class folders -> labels: auto | sorted | imagenet | a file (bench.run.data)
     seed: int = 0
     n_samples: int = 64
     batch_size: int = 64
@@ -144,6 +146,10 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
         raise UserError(f"{where} rerun_seeds must be a list of integers >= 0, got {rerun_seeds!r}")
     tier_names = tiers(data.get("tiers", []), data.get("name"), where, folder)
     values = {k: _scalar(data, k, where) for k in SCALARS if k in data}
+    for key in ("data_root", "class_index"):  # a suite file's paths mean beside it, as its plugins
+        given = values.get(key)
+        if folder is not None and given and given not in CLASS_INDEX and not Path(given).expanduser().is_absolute():
+            values[key] = str(folder / given)
     models = MODELS.check(data["models"], f"{where} models")
     models = with_builds(models, values.get("builds", 1), MODELS.__contains__, where)
     methods = METHODS.check(data["methods"], f"{where} methods")

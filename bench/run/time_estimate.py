@@ -145,14 +145,40 @@ def _named(units: pd.DataFrame, limit: int | None = 6) -> str:
     return ", ".join(shown) + (f" and {len(names) - len(shown)} more" if len(names) > len(shown) else "")
 
 
-def time_lines(suite: Suite, folder: Path, n_images: int | None = None, image: torch.Tensor | None = None) -> list[str]:
-    """The dry run's lines on time: the total and per model, and which units are borrowed or missing."""
+def other_device(folder: Path, device: str) -> str | None:
+    """Why the slice in ``folder`` cannot time a plan for ``device`` (``cpu`` / ``cuda``): it ran on the other kind
+    (None: it ran on this kind, or has no results to say)."""
+    ran_on = slice_seconds(folder)[1] if (folder / "results.csv").exists() else device
+    if ("cuda" in ran_on) == (device == "cuda"):
+        return None
+    return (
+        f"time: none for {device}: the slice in {folder} ran on {ran_on}, and its seconds say nothing of {device}'s; "
+        f"time a slice there (e.g. --n-samples 8 --n-grids 4 --device {device}) and pass that folder"
+    )
+
+
+def time_lines(
+    suite: Suite,
+    folder: Path,
+    n_images: int | None = None,
+    image: torch.Tensor | None = None,
+    device: str = "cpu",
+) -> list[str]:
+    """The dry run's lines on time: the total and per model, and which units are borrowed or missing. ``device``: the
+    kind the plan is for (``cpu`` / ``cuda``): a slice timed on another kind gives no time (a CPU's seconds say nothing
+    of a GPU's), and a total that leaves units out is a lower bound, headlined as one."""
+    other = other_device(folder, device)
+    if other:
+        return [other]
     est = time_from_slice(suite, folder, n_images, image)
     per_model = ", ".join(f"{m} {clock_text(s)}" for m, s in est.by_model().items())
     by_calls, by_inputs = est.bracket()
     total, took = clock_text(est.seconds), clock_text(est.slice_seconds)
+    missing = est.units[est.units["basis"] == "none"]
+    bound = f"≥ {total} (a lower bound: {len(missing)} of {len(est.units)} units have no basis there)" if len(
+        missing) else f"≈ {total}"  # fmt: skip
     lines = [
-        f"time ≈ {total} of compute on {est.device} (one worker; {clock_text(by_calls)} if it goes with the model "
+        f"time {bound} of compute on {est.device} (one worker; {clock_text(by_calls)} if it goes with the model "
         f"calls, {clock_text(by_inputs)} if with the model inputs), scaled from the run in {folder} (its units took "
         f"{took}); per model: {per_model}",
         "  not counted: loading the models, building zoo models, the report",
@@ -162,7 +188,6 @@ def time_lines(suite: Suite, folder: Path, n_images: int | None = None, image: t
         if len(borrowed):
             lines.append(f"  ~ {len(borrowed)} unit(s) not in that run, timed at {what} median rate there: "
                          f"{_named(borrowed)}")  # fmt: skip
-    missing = est.units[est.units["basis"] == "none"]
     if len(missing):
         lines.append(f"  {len(missing)} unit(s) with no basis in that run (not counted): {_named(missing, None)}")
     return lines

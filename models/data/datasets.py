@@ -8,6 +8,7 @@ The run loads a suite's data through :func:`faithbench.bench.run.data.load_data`
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,8 @@ class DatasetSpec:
     zoo: bool = False
     image_size: int | None = None  # the side of its (square) images, px: data-derived defaults (block sizes) use it
     channels: int | None = None  # of its images, as loaded (1: grey, 3: RGB)
+    check: Callable[[str | None], None] | None = None  # (data_root): a look without reading, before a run's folder
+    class_folders: bool = False  # its loader takes ``class_index`` (how class folders map to labels)
 
 
 def _mnist(data_root: str | None) -> EvalData:
@@ -110,17 +113,65 @@ def _hugging_face(name: str) -> Callable[..., EvalData]:
     return load
 
 
+ROOT_NAMES = "--data-root, or data_root in a suite file"  # where a data root comes from, for the errors
+
+
 def check_image_folder(root: str | None) -> Path:
+    """A readable folder with at least one class sub-folder that holds an image (nothing decoded)."""
     if not root:
-        raise UserError("the imagefolder dataset needs --data-root DIR (one sub-folder of images per class)")
-    path = Path(root)
-    if not path.is_dir():
-        raise UserError(f"--data-root {path} does not exist or is not a folder")
+        raise UserError(f"the imagefolder dataset needs a data root ({ROOT_NAMES}): one sub-folder of images per class")
+    path = Path(root).expanduser()
+    if not path.is_dir() or not os.access(path, os.R_OK | os.X_OK):
+        raise UserError(f"data root {path} ({ROOT_NAMES}) does not exist, is not a folder or cannot be read")
+    from torchvision.datasets.folder import IMG_EXTENSIONS
+
+    classes = sorted(d for d in path.iterdir() if d.is_dir())
+    if not any(f.suffix.lower() in IMG_EXTENSIONS for d in classes for f in d.iterdir()):
+        raise UserError(
+            f"data root {path} ({ROOT_NAMES}) holds no class sub-folder with an image ({len(classes)} sub-folders; "
+            f"image files end in {', '.join(IMG_EXTENSIONS)})"
+        )
     return path
 
 
-def _image_folder(data_root: str | None, max_images: int = 5000) -> EvalData:
-    """ImageNet-style folder (a sub-folder per class, sorted = class index); Resize 256, CenterCrop 224."""
+IMAGENET_SYNSETS = Path(__file__).parent / "files" / "imagenet_synsets.txt"  # line i: ImageNet-1k class i
+CLASS_INDEX = ("auto", "sorted", "imagenet")  # or a file: one class folder name per line, line i = class index i
+
+
+def class_indices(folders: list[str], class_index: str) -> tuple[list[int], str]:
+    """The class index of each class folder (``folders``: their sorted names) and the mapping used.
+
+    ``sorted``: the folder's position (torchvision's ImageFolder); ``imagenet``: the folder name's ImageNet-1k index
+    (every name must be a synset such as n01440764, so a subset of ImageNet keeps its labels); ``auto``: ``imagenet``
+    when every name is a synset, else ``sorted``; a file path: the line that holds the folder's name."""
+    if class_index == "sorted":
+        return list(range(len(folders))), "sorted"
+    if class_index in ("auto", "imagenet"):
+        synsets = {s: i for i, s in enumerate(IMAGENET_SYNSETS.read_text().split())}
+        unknown = [f for f in folders if f not in synsets]
+        if not unknown:
+            return [synsets[f] for f in folders], "imagenet"
+        if class_index == "auto":
+            return list(range(len(folders))), "sorted"
+        raise UserError(
+            f"class_index 'imagenet': {len(unknown)} of {len(folders)} class folders are not ImageNet-1k synsets "
+            f"(e.g. {', '.join(unknown[:3])}); valid: {', '.join(CLASS_INDEX)} or a file (a folder name per line)"
+        )
+    path = Path(class_index).expanduser()
+    if not path.is_file():
+        raise UserError(
+            f"class_index {class_index!r} is none of {', '.join(CLASS_INDEX)} and no file (one class folder name per "
+            "line, line i = class index i)"
+        )
+    index = {name: i for i, name in enumerate(line.strip() for line in path.read_text().splitlines())}
+    missing = [f for f in folders if f not in index]
+    if missing:
+        raise UserError(f"class_index file {path} has no line for class folder(s) {', '.join(missing[:5])}")
+    return [index[f] for f in folders], f"file {path}"
+
+
+def _image_folder(data_root: str | None, class_index: str = "sorted", max_images: int = 5000) -> EvalData:
+    """ImageNet-style folder (a sub-folder per class, labelled by :func:`class_indices`); Resize 256, CenterCrop 224."""
     path = check_image_folder(data_root)
     from torchvision import datasets, transforms
 
@@ -128,11 +179,14 @@ def _image_folder(data_root: str | None, max_images: int = 5000) -> EvalData:
     try:
         folder = datasets.ImageFolder(str(path), transform=tf)
     except (FileNotFoundError, RuntimeError) as exc:
-        raise UserError(f"no images found under --data-root {path}: {exc}") from exc
+        raise UserError(f"no images found under data root {path} ({ROOT_NAMES}): {exc}") from exc
+    indices, mapping = class_indices(list(folder.classes), class_index)
     gen = torch.Generator().manual_seed(0)
     idx = torch.randperm(len(folder), generator=gen)[:max_images].sort().values
     images, labels = zip(*(folder[int(i)] for i in idx), strict=True)
-    return EvalData(f"imagefolder:{path}", torch.stack(images), torch.tensor(labels))
+    labels = torch.tensor(indices)[torch.tensor(labels)]
+    return EvalData(f"imagefolder:{path}" + ("" if mapping == "sorted" else f" ({mapping} class indices)"),
+                    torch.stack(images), labels)  # fmt: skip
 
 
 _GREY_28 = {"image_size": 28, "channels": 1}
@@ -166,6 +220,8 @@ for _spec in (
         "an ImageNet-style folder given by --data-root",
         _image_folder,
         needs_root=True,
+        check=check_image_folder,
+        class_folders=True,
         **_RGB_224,
     ),
     DatasetSpec(

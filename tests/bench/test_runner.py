@@ -97,7 +97,7 @@ def test_cli_reports_user_errors_in_one_line(capsys, tmp_path):
     assert main(["run", "--suite", "vision", "--data-root", str(tmp_path), "--out", str(tmp_path)]) == 2
     assert "classify the zoo's 28 px images" in capsys.readouterr().err
     assert main(["run", "--suite", "imagenet", "--out", str(tmp_path)]) == 2
-    assert "needs --data-root" in capsys.readouterr().err
+    assert "needs a data root (--data-root, or data_root in a suite file)" in capsys.readouterr().err
     assert main(["report", str(tmp_path / "none.csv")]) == 2
     assert "does not exist" in capsys.readouterr().err
 

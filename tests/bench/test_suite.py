@@ -141,7 +141,7 @@ def test_cli_overrides_are_validated_like_the_file(tmp_path, capsys):
 def test_nothing_is_written_before_the_checks_pass(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["run", "--suite", "imagenet", "--out", str(out)]) == 2
-    assert "needs --data-root" in capsys.readouterr().err
+    assert "needs a data root (--data-root, or data_root in a suite file)" in capsys.readouterr().err
     assert not out.exists()
     assert main(["run", "--suite", "imagenet", "--data-root", str(tmp_path / "nope"), "--out", str(out)]) == 2
     assert not out.exists()

@@ -5,6 +5,7 @@ model's) median rate there; what is not counted said."""
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -77,3 +78,28 @@ def test_the_dry_run_prints_the_time_and_refuses_it_without_a_dry_run(tmp_path, 
     assert "--times-from times a plan: it goes with --dry-run" in capsys.readouterr().err
     with pytest.raises(UserError, match="no run.json there"):
         time_from_slice(build_suite({**SUITE, "methods": ["gradient"]}), tmp_path)
+
+
+def test_a_cpu_slice_gives_no_time_for_a_gpu_plan_and_a_plan_without_a_slice_says_so(tmp_path, capsys):
+    _slice(tmp_path / "slice", ["gradient"], 4, {("cnn_mnist", "gradient"): 2.0, ("bcos_cnn_mnist", "gradient"): 3.0})
+    args = ["run", "--models", "cnn_mnist,bcos_cnn_mnist", "--methods", "gradient", "--metrics", "entropy",
+            "--out", str(tmp_path / "out"), "--dry-run", "--device", "cuda"]  # fmt: skip
+    assert main([*args, "--times-from", str(tmp_path / "slice")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"time: none for cuda: the slice in {tmp_path / 'slice'} ran on cpu, and its seconds say nothing" in out
+    assert "time ≈" not in out and "time ≥" not in out
+    assert main(args) == 0
+    assert "time: none for cuda (counts are not seconds): pass --times-from a slice" in " ".join(
+        capsys.readouterr().out.split()
+    )
+
+
+def test_a_total_that_leaves_units_out_is_a_lower_bound(tmp_path, capsys):
+    _slice(tmp_path / "slice", ["random"], 4, {("cnn_mnist", "random"): 2.0}, models=["cnn_mnist"])
+    args = ["run", "--models", "cnn_mnist,bcos_cnn_mnist", "--methods", "gradient", "--metrics", "entropy",
+            "--no-controls", "--out", str(tmp_path / "out"), "--dry-run"]  # fmt: skip
+    assert main([*args, "--times-from", str(tmp_path / "slice")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    # cnn_mnist's gradient borrows its model's rate there; bcos_cnn_mnist has none: left out, so the total is a bound
+    assert re.search(r"time ≥ 0:00:\d\d \(a lower bound: 1 of 2 units have no basis there\) of compute on cpu", out)
+    assert "1 unit(s) with no basis in that run (not counted): bcos_cnn_mnist/gradient" in out
