@@ -21,6 +21,7 @@ COMMANDS = {  # command -> "module:function", imported when the command runs
     "zoo": "faithbench.bench.cli.zoo:cmd_zoo",
     "run": "faithbench.bench.cli.run:cmd_run",
     "report": "faithbench.bench.cli.reporting:cmd_report",
+    "merge": "faithbench.bench.cli.reporting:cmd_merge",
     "rescore": "faithbench.bench.cli.rescore:cmd_rescore",
     "compare": "faithbench.bench.cli.compare:cmd_compare",
     "status": "faithbench.bench.cli.status:cmd_status",

@@ -201,8 +201,19 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     p_rep = sub.add_parser(
         "report", parents=[common], help="leaderboard tables (text, Markdown, HTML, LaTeX) and plots of a run"
     )
-    p_rep.add_argument("results", metavar="RESULTS_CSV", help="a run's results.csv")
-    p_rep.add_argument("--out", metavar="DIR", help="output folder (default: report/ beside the results)")
+    p_rep.add_argument(
+        "results",
+        metavar="RUN",
+        nargs="+",
+        help="a run's results.csv or folder; two or more runs are merged first (as `merge`, refused when they are "
+        "not comparable) into --out",
+    )
+    p_rep.add_argument(
+        "--out",
+        metavar="DIR",
+        help="output folder (default: report/ beside the results); with two or more runs, the merged run's folder "
+        "(default runs/merged), its report in DIR/report",
+    )
     p_rep.add_argument(
         "--alpha",
         type=float,
@@ -217,6 +228,14 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
         metavar="N",
         help="bootstrap resamples behind P(rank 1) and the rank intervals",
     )
+
+    p_mrg = sub.add_parser(
+        "merge",
+        parents=[common],
+        help="combine runs into one run folder (one leaderboard), refused when they are not comparable",
+    )
+    p_mrg.add_argument("runs", metavar="RUN", nargs="+", help="runs' folders or results.csv files, two or more")
+    p_mrg.add_argument("--out", metavar="DIR", required=True, help="the merged run's folder")
 
     p_res = sub.add_parser(
         "rescore", parents=[common], help="score a finished run's stored maps again under other metric settings"

@@ -15,6 +15,7 @@ Layout of a run folder::
                       provenance and parameters on every row
     samples.csv       per-sample scores (model, method, metric, sample_id, value, undefined)
     curves.csv        per-sample curves (model, method, metric, sample_id, fraction, value)
+    results.json      the run as one JSON document: suite, provenance, models and the rows (bench.store.export)
 
 Every file is written atomically (temporary file + rename). The CSVs are rewritten from the finished units while the
 run goes and when it stops (each unit's rows formatted once: :mod:`faithbench.bench.store.tidy`), so an interrupted

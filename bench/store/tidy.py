@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from faithbench.bench.store.export import write_run_document
 from faithbench.bench.store.intervals import summarise
 from faithbench.io import atomic_write_text
 
@@ -171,7 +172,8 @@ class Tables:
         return kept[2]
 
     def write(self, units: Iterable[dict], suite: str) -> pd.DataFrame:
-        """Rewrite results.csv, samples.csv and curves.csv from the finished ``units``; returns the results.
+        """Rewrite results.csv, samples.csv, curves.csv and results.json from the finished ``units``; returns the
+        results.
 
         Each row carries the provenance recorded when its unit was computed."""
         parts = [self._unit_rows(u, suite) for u in units]
@@ -181,4 +183,5 @@ class Tables:
         atomic_write_text(self.out / "results.csv", frame.to_csv(index=False))
         atomic_write_text(self.out / "samples.csv", _table_csv(parts, "samples"))
         atomic_write_text(self.out / "curves.csv", _table_csv(parts, "curves"))
+        write_run_document(self.out, frame)
         return frame
