@@ -209,3 +209,6 @@ class ModelSpec:
     tokenizer: str | None = None  # text models: the vocabulary of their token ids (the data is tokenized with it)
     # pretrained weights read from disk: () -> models.checkpoints.weight_files.WeightFile (checked before a run)
     weight_file: Callable[[], Any] | None = None
+    # its network, untrained (seeded random weights, no download): the shapes a dry run probes its memory on
+    architecture: Callable[[], nn.Module] | None = None
+    encoding: InputEncoding | None = None  # what it reads, where known before it loads (a dry run's stand-in)

@@ -10,6 +10,7 @@ import torch
 from faithbench.models import zoo
 from faithbench.models.adapter import ModelAdapter, ModelSpec
 from faithbench.models.checkpoints import bcosified_hub, hub, weight_files
+from faithbench.models.encoding import bcos_inverse, normalized
 from faithbench.models.text_encoding import text_adapter
 from faithbench.models.truth import image_exact, token_exact
 from faithbench.registry import Registry
@@ -84,6 +85,8 @@ for _arch, _vit, _layer in (
             description=f"torchvision {_arch}, ImageNet weights",
             build=hub.torchvision_model(_arch, is_vit=_vit, conv_layer=_layer),
             weight_file=weight_files.torchvision_file(_arch),
+            architecture=hub.torchvision_architecture(_arch),
+            encoding=normalized(hub.IMAGENET_MEAN, hub.IMAGENET_STD),
         ),
     )
 # The ImageNet architectures with seeded random weights and no download: they run every method on the real networks
@@ -120,6 +123,8 @@ for _entry in hub.BCOS_HUB:
             ),
             build=hub.bcos_hub_model(_entry, is_vit=_vit, conv_layer=None if _vit else "layer4"),
             weight_file=weight_files.bcos_hub_file(_entry),
+            architecture=hub.bcos_architecture(_entry),
+            encoding=hub.hub_encoding(_entry),
         ),
     )
 for _name, _entry in bcosified_hub.BCOSIFIED.items():
@@ -134,6 +139,8 @@ for _name, _entry in bcosified_hub.BCOSIFIED.items():
             ),
             build=bcosified_hub.bcosified_model(_name),
             weight_file=weight_files.bcosified_file(_name),
+            architecture=lambda _e=_entry: bcosified_hub.architecture(_e),
+            encoding=bcos_inverse(3),
         ),
     )
 for _repo in hub.ALOE_CLASSIFIERS:

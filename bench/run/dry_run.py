@@ -4,6 +4,7 @@ loads; the data set is read to count its images (not a folder given by --data-ro
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from faithbench.bench.run.distributed import device_named
 from faithbench.bench.run.estimate import Estimate, device_free, estimate
 from faithbench.bench.run.plan import Plan, plan
 from faithbench.bench.run.run_status import plan_table
+from faithbench.bench.run.sizing import Sizes
 from faithbench.bench.run.suite import Suite
 from faithbench.bench.run.time_estimate import other_device, time_from_slice, time_lines
 from faithbench.models.data.datasets import DATASETS
@@ -42,7 +44,7 @@ def dry_run_text(
     (:mod:`faithbench.bench.run.sizing`)."""
     steps, dev = plan(suite), device_named(device)
     count, image = evaluation_set(suite)
-    cost = estimate(steps, n_images=count, device=dev, workers=workers, image=image)
+    cost = estimate(steps, n_images=count, device=dev, workers=workers, image=probe_image(suite, image))
     table = _units_table(steps, cost)
     lines = [
         f"suite {suite.name}: {len(suite.models)} models x {len(steps.jobs)} methods and controls, "
@@ -57,6 +59,7 @@ def dry_run_text(
         which = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
         lines.append(textwrap.fill(f"~ {note} ({which})", width, initial_indent="  ", subsequent_indent="    "))
     lines += [f"  {note}" for note in (*cost.notes, LEFT_OUT)]
+    lines += [textwrap.fill(line, width, subsequent_indent="    ") for line in _over_budget(cost)]
     if times_from is not None:
         timed = time_lines(suite, times_from, count, image, dev.type)
         lines += [textwrap.fill(line, width, subsequent_indent="    ") for line in timed]
@@ -81,6 +84,7 @@ def dry_run_text(
         else f"nothing in {out} yet"
     )
     lines.append(f"\n{int(table['pieces'].sum())} pieces in all; {holds}")
+    lines.append(textwrap.fill(disk_line(suite, out), width))
     return "\n".join(lines) + "\n"
 
 
@@ -97,7 +101,43 @@ def _units_table(steps: Plan, cost: Estimate) -> pd.DataFrame:
     if any(s.budget is not None for s in sizes):  # sized from a GPU's memory: each model's own
         for column in ("batch_size", "max_batch", "eval_batch"):
             table[column] = [f"{getattr(sizes[m], column):,}" for m in table["model"]]
+        table["GiB a call ≈"] = [_call_memory(sizes[m]) for m in table["model"]]
     return table
+
+
+def _call_memory(sizes: Sizes) -> str:
+    """The largest call's memory on the device (the probe's bytes per input times the inputs a call takes, with and
+    without gradients), or why there is none."""
+    if sizes.row_bytes is None:
+        return "not probed"
+    grad, plain = sizes.row_bytes
+    return f"{max(grad * sizes.max_batch, plain * sizes.eval_batch) / 2**30:.1f}"
+
+
+def _over_budget(cost: Estimate) -> list[str]:
+    """A line per model whose largest call would take more than the memory its calls may use."""
+    lines = []
+    for name, sizes in zip(cost.models["model"], cost.models["sizes"], strict=True):
+        if sizes.row_bytes is None or sizes.budget is None:
+            continue
+        grad, plain = sizes.row_bytes
+        peak = max(grad * sizes.max_batch, plain * sizes.eval_batch)
+        if peak > sizes.budget:
+            lines.append(
+                f"! {name}: its largest call ≈ {peak / 2**30:.1f} GiB, more than the {sizes.budget / 2**30:.1f} GiB "
+                f"its calls may take (the sizes do not go below {sizes.max_batch} inputs a call): give a smaller "
+                "max_batch, or expect it to run out of memory"
+            )
+    return lines
+
+
+def disk_line(suite: Suite, out: Path) -> str:
+    """The free disk where the run will write, and what it keeps there."""
+    where = next(p for p in (out.resolve(), *out.resolve().parents) if p.exists())
+    free = shutil.disk_usage(where).free / 2**30
+    kept = ("every unit's attribution maps (store_maps, for `rescore`; false keeps only the tables)"
+            if suite.store_maps else "the tables and unit records (store_maps false: no maps)")  # fmt: skip
+    return f"disk: {free:,.0f} GiB free at {where}; the run keeps {kept}"
 
 
 def _inputs_matrix(steps: Plan, cost: Estimate) -> pd.DataFrame:
@@ -143,6 +183,15 @@ def _sizes_text(cost: Estimate) -> str:
         "each model's batch_size, max_batch (calls with gradients) and eval_batch (the metrics' own inputs) from the "
         "device's memory, in the table above"
     )
+
+
+def probe_image(suite: Suite, image: torch.Tensor | None) -> torch.Tensor | None:
+    """The image a GPU plan probes memory with: the data's first, else (a folder not read) a grey one of the data
+    set's size and channels, which takes the same bytes."""
+    spec = DATASETS.get(suite.dataset)
+    if image is not None or not (spec.image_size and spec.channels):
+        return image
+    return torch.full((1, spec.channels, spec.image_size, spec.image_size), 0.5)
 
 
 def evaluation_set(suite: Suite) -> tuple[int | None, torch.Tensor | None]:

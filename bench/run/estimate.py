@@ -90,7 +90,7 @@ def stand_in(name: str) -> ModelAdapter:
         name=name,
         family=spec.family,
         module=_StandIn(is_vit and spec.source != "torchvision"),
-        encoding=recipe.encoding if recipe and spec.modality == "image" else IDENTITY,
+        encoding=recipe.encoding if recipe and spec.modality == "image" else spec.encoding or IDENTITY,
         num_classes=recipe.num_classes if recipe else 1000,
         input_size=size,
         is_vit=is_vit,
@@ -158,22 +158,32 @@ def input_scale(steps: Plan, model: ModelAdapter) -> tuple[int, int]:
 
 
 def plan_sizes(
-    steps: Plan, model: ModelAdapter, free: int | None, workers: int, image: Tensor | None, module: nn.Module | None
+    steps: Plan,
+    model: ModelAdapter,
+    free: int | None,
+    workers: int,
+    image: Tensor | None,
+    module: nn.Module | None,
+    tiled: bool = True,
 ) -> Sizes:
     """``model``'s call sizes in the plan (:func:`~faithbench.bench.run.sizing.model_sizes`) on a device with ``free``
     bytes (None: the CPU) shared by ``workers``, its memory probed on ``module`` (the model's own or an architecture
-    of it; None: not probed) with ``image`` (one evaluation image) at the plan's largest inputs."""
+    of it; None: not probed) with ``image`` (one evaluation image) at the plan's largest inputs (``tiled`` False: at
+    the model's own size, charged the area: :func:`~faithbench.bench.run.sizing.image_probe`)."""
     suite = steps.suite
     scales = input_scale(steps, model) if free is not None and suite.max_batch == AUTO else (1, 1)
-    probe = image_probe(module, model, image, scales)
+    probe = image_probe(module, model, image, scales, tiled)
     return model_sizes(suite.batch_size, suite.max_batch, free, probe, workers, scales[0])
 
 
 def architecture(name: str) -> nn.Module | None:
-    """Zoo image model ``name``'s architecture, untrained (the shapes its memory follows); None for other models."""
+    """Image model ``name``'s architecture, untrained (the shapes its memory follows): a zoo recipe's, a registry
+    model's (``ModelSpec.architecture``); None for others (ALOE's lives with its weights on the Hub)."""
     spec = MODELS.get(name)
     recipe = zoo.RECIPES.get(name) if spec.source == "zoo" else None
-    return recipe.architecture().eval() if recipe and recipe.modality == "image" else None
+    if recipe is not None:
+        return recipe.architecture().eval() if recipe.modality == "image" else None
+    return spec.architecture().eval() if spec.architecture is not None and spec.encoding is not None else None
 
 
 def _items(steps: Plan, unit: Unit) -> list[tuple[str, MetricCost | None]]:
@@ -213,7 +223,9 @@ def estimate(
     for name in suite.models:
         model = models.get(name) or stand_in(name)
         module = model.module if name in models else architecture(name) if free is not None else None
-        sizes = plan_sizes(steps, model, free, workers, image, module)
+        # a registry architecture is ImageNet-sized: probed at its own size on the host (see image_probe)
+        tiled = name in models or MODELS.get(name).source == "zoo"
+        sizes = plan_sizes(steps, model, free, workers, image, module, tiled)
         model_work: dict[tuple[int, Hashable], tuple[int, int]] = {}  # (piece, key): once per model and piece
         for job in steps.jobs:
             method = job.build()

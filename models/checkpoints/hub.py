@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from faithbench.errors import UserError
 from faithbench.models.adapter import ModelAdapter
-from faithbench.models.encoding import aloe_inverse, bcos_inverse, normalized
+from faithbench.models.encoding import InputEncoding, aloe_inverse, bcos_inverse, normalized
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 LICENCES = {
@@ -128,6 +128,27 @@ def torchvision_model(arch: str, *, is_vit: bool, conv_layer: str | None, pretra
         ).to(device)
 
     return build
+
+
+def torchvision_architecture(arch: str) -> Callable[[], nn.Module]:
+    """torchvision ``arch`` with seeded random weights (no download)."""
+    return lambda: _seeded_build(lambda: _random_torchvision(arch))
+
+
+def bcos_architecture(entry: str) -> Callable[[], nn.Module]:
+    """bcos hub ``entry`` with seeded random weights (no download)."""
+
+    def build() -> nn.Module:
+        from bcos.models import pretrained as hub
+
+        return _seeded_build(lambda: getattr(hub, entry)(pretrained=False))
+
+    return build
+
+
+def hub_encoding(entry: str) -> InputEncoding:
+    """What a bcos hub entry reads: ImageNet-normalised images (the standard counterparts) or [x, 1 - x]."""
+    return normalized(IMAGENET_MEAN, IMAGENET_STD) if is_standard(entry) else bcos_inverse(3)
 
 
 def is_standard(entry: str) -> bool:

@@ -144,3 +144,22 @@ def test_synset_folders_keep_their_imagenet_labels(tmp_path):
     assert readiness([_suite(class_index="sorted")])[0] == [
         "pf: class_index applies to class-folder data (imagefolder), not 'mnist'"
     ]
+
+
+def test_a_gpu_plan_of_imagenet_models_states_memory_and_disk(tmp_path, capsys):
+    # a registry model's architecture is probed at its own size (seeded random weights, no download); GridPG's 3 x 3
+    # grids charge 9 times that: more than the calls may take, which the plan says
+    suite = tmp_path / "mem.toml"
+    suite.write_text(
+        'name = "mem"\ndataset = "imagefolder"\nmodels = ["resnet50"]\nmethods = ["input_x_gradient"]\n'
+        'metrics = ["gridpg", "pixel_deletion"]\nn_samples = 16\nbatch_size = 16\n[gridpg]\npreset = "bcos-v2"\n'
+    )
+    root = _image_folder(tmp_path / "images")
+    args = ["run", "--suite", str(suite), "--data-root", str(root), "--dry-run", "--out", str(tmp_path / "o")]
+    main([*args, "--device", "cuda"])
+    out = capsys.readouterr().out
+    assert "GiB a call ≈" in out
+    flat = " ".join(out.split())
+    assert "! resnet50: its largest call ≈" in flat and "give a smaller max_batch, or expect it to run out" in flat
+    assert f"GiB free at {tmp_path}" in flat and "the run keeps every unit's attribution maps" in flat
+    assert "time: none for cuda (counts are not seconds)" in flat
