@@ -41,6 +41,8 @@ class Merged:
 def results_file(path: str | Path) -> Path:
     """A run given as its folder or its results.csv."""
     path = Path(path)
+    if path.is_dir() and not (path / "results.csv").is_file():
+        raise UserError(f"{path} is a folder without a results.csv: give a run's folder or its results.csv")
     return path / "results.csv" if path.is_dir() else path
 
 

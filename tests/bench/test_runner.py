@@ -397,7 +397,7 @@ def test_compare_and_report_name_the_bad_file_in_one_line(tiny_run, tmp_path, ca
     assert main(["compare", base, str(tmp_path / "empty.csv")]) == 2
     assert f"{tmp_path / 'empty.csv'} is not a readable results CSV" in capsys.readouterr().err
     assert main(["report", str(tmp_path)]) == 2
-    assert "is a folder, not a results file" in capsys.readouterr().err
+    assert f"{tmp_path} is a folder without a results.csv" in capsys.readouterr().err
 
 
 def test_paired_bootstrap_known_answers():

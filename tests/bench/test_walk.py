@@ -69,6 +69,7 @@ def test_a_job_enters_no_registry_and_no_suite_lookup(tmp_path, monkeypatch):
             "bench/run/plan.py",
             "bench/store/results.py",
             "bench/store/tidy.py",  # the result rows of each finished unit, for the tables
+            "bench/store/export.py",  # ... and results.json, rewritten with them
             "bench/store/pieces.py",
             "bench/store/claims.py",
             "bench/store/unit_files.py",  # what the folder lets the worker do next (claim, save, merge)
