@@ -153,16 +153,15 @@ def dry_run(suite: Suite, out: Path, times_from: Path | None = None, device: str
         suite, out, lambda table: to_text(table, width=WIDTH, keys=1), WIDTH, times_from, device, workers
     )
     sys.stdout.write(text)
-    stops, first = readiness([suite, *(load_suite(t) for t in suite.tiers)])
+    problems, weights, first = readiness([suite, *(load_suite(t) for t in suite.tiers)])
     for line in first:
         sys.stdout.write(f"{line}\n")
+    stops = problems + weights
     if stops:
         sys.stdout.write(f"\nnot ready to run here ({len(stops)}; a real run stops before making {out}):\n")
         sys.stdout.write("".join(f"  {line}\n" for line in stops))
-        sys.stdout.write(
-            "  (absent weights: online, the run downloads them first; offline, put them there)\n"
-            * any(" weights not on this machine " in line for line in stops)
-        )
+        if weights:
+            sys.stdout.write("  (absent weights: online, the run downloads them first; offline, put them there)\n")
         return 1
     sys.stdout.write("checks before compute: settings, data and weights all in place\n")
     return 0

@@ -120,21 +120,27 @@ def load_results(path: Path, side: str) -> pd.DataFrame:
     return frame
 
 
-def load_samples(results_csv: Path, side: str) -> pd.DataFrame | None:
-    """``samples.csv`` beside a results file (None when absent or empty); an unreadable one is a user error."""
-    path = Path(results_csv).parent / "samples.csv"
+def optional_table(path: Path, what: str, why: str) -> pd.DataFrame | None:
+    """A run's per-sample or curve CSV (None when absent or empty); an unreadable one is a user error naming ``what``
+    it is and ``why`` it is read."""
     if not path.is_file():
         return None
     try:
-        frame = pd.read_csv(path)
+        return pd.read_csv(path)
     except pd.errors.EmptyDataError:
         return None
     except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
         raise UserError(
-            f"{side} samples file {path} is not readable ({type(exc).__name__}: {str(exc).strip()}); "
-            "compare reads it for the confidence intervals: regenerate the run or remove the file"
+            f"{what} {path} is not readable ({type(exc).__name__}: {str(exc).strip()}); {why}: regenerate the run "
+            "or remove the file"
         ) from None
-    if frame.empty and len(frame.columns) <= 1:
+
+
+def load_samples(results_csv: Path, side: str) -> pd.DataFrame | None:
+    """``samples.csv`` beside a results file (None when absent or empty); an unreadable one is a user error."""
+    path = Path(results_csv).parent / "samples.csv"
+    frame = optional_table(path, f"{side} samples file", "compare reads it for the confidence intervals")
+    if frame is None or (frame.empty and len(frame.columns) <= 1):
         return None
     missing = [c for c in [*KEY, "sample_id", "value"] if c not in frame.columns]
     if missing:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from faithbench.bench.report.compare_inputs import KEY, load_results, load_run_record
+from faithbench.bench.report.compare_inputs import KEY, load_results, load_run_record, optional_table
 from faithbench.bench.report.run_differences import changes, diff, provenance_differences, suite_differences, weights
 from faithbench.bench.store.export import write_run_document
 from faithbench.bench.store.results import atomic_write_csv, read_results
@@ -76,16 +76,9 @@ def _refusals(first: tuple, other: tuple, side: str) -> list[str]:
         shown = ", ".join(f"{m} {mb[m]} → {mn[m]}" for m in methods[:3])
         lines.append(f"{side}: method parameters differ: {shown}")
     both = fb.merge(fn, on=KEY, suffixes=("", "_n"))
-    other_params = [
-        tuple(r)
-        for r in both.loc[[a != b for a, b in zip(both["_params"], both["_params_n"], strict=True)], KEY].itertuples(
-            index=False
-        )
-    ]
-    if other_params:
-        lines.append(
-            f"{side}: {len(other_params)} row(s) in both runs with other params, e.g. {'/'.join(other_params[0])}"
-        )
+    other = both.loc[[a != b for a, b in zip(both["_params"], both["_params_n"], strict=True)], KEY]
+    if len(other):
+        lines.append(f"{side}: {len(other)} row(s) in both runs with other params, e.g. {'/'.join(other.iloc[0])}")
     return lines
 
 
@@ -105,11 +98,12 @@ def merge_runs(runs: list[str | Path], out: Path) -> Merged:
     for (frame, record), side in zip(loaded[1:], sides[1:], strict=True):
         _, reported = suite_differences(loaded[0][1]["suite"], record["suite"])
         notes += [f"{side}: {line}" for line in reported + weights(loaded[0][0], frame)]
-        notes += [f"{side}: {line}" for line in provenance_differences(_provenance(loaded[0][0]), _provenance(frame))]
+        provenance = (loaded[0][1].get("provenance") or {}, record.get("provenance") or {})
+        notes += [f"{side}: {line}" for line in provenance_differences(*provenance)]  # as compare reads them
     rows, owner = [], {}
     for i, csv in enumerate(csvs):
         frame = read_results(csv)
-        frame["_key"] = list(zip(*(frame[c].astype(str) for c in KEY), strict=True))
+        frame["_key"] = _keys(frame)
         fresh = ~frame["_key"].isin(owner)
         for key in frame.loc[fresh, "_key"]:
             owner[key] = i
@@ -142,22 +136,15 @@ def merge_runs(runs: list[str | Path], out: Path) -> Merged:
     return Merged(out, results, notes)
 
 
-def _provenance(frame: pd.DataFrame) -> dict:
-    return {"numerics": next(iter(frame["numerics"].dropna()), None)} if "numerics" in frame.columns else {}
-
-
 def _owned(path: Path, owner: dict, i: int) -> pd.DataFrame | None:
     """The rows of a run's samples / curves file whose (model, method, metric) the merge took from run ``i``."""
-    if not path.is_file():
-        return None
-    try:
-        frame = pd.read_csv(path)
-    except pd.errors.EmptyDataError:
-        return None
-    if frame.empty:
-        return None
-    keys = zip(*(frame[c].astype(str) for c in KEY), strict=True)
-    return frame[[owner.get(k) == i for k in keys]]
+    frame = optional_table(path, f"run {i + 1}'s", "merge copies its rows")
+    return None if frame is None or frame.empty else frame[[owner.get(k) == i for k in _keys(frame)]]
+
+
+def _keys(frame: pd.DataFrame) -> list[tuple[str, ...]]:
+    """Each row's (model, method, metric), as text."""
+    return list(zip(*(frame[c].astype(str) for c in KEY), strict=True))
 
 
 def _merged_record(records: list[dict], csvs: list[Path]) -> dict:

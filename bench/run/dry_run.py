@@ -106,29 +106,19 @@ def _units_table(steps: Plan, cost: Estimate) -> pd.DataFrame:
 
 
 def _call_memory(sizes: Sizes) -> str:
-    """The largest call's memory on the device (the probe's bytes per input times the inputs a call takes, with and
-    without gradients), or why there is none."""
-    if sizes.row_bytes is None:
-        return "not probed"
-    grad, plain = sizes.row_bytes
-    return f"{max(grad * sizes.max_batch, plain * sizes.eval_batch) / 2**30:.1f}"
+    """The largest call's memory on the device, or why there is none."""
+    return "not probed" if sizes.call_bytes is None else f"{sizes.call_bytes / 2**30:.1f}"
 
 
 def _over_budget(cost: Estimate) -> list[str]:
     """A line per model whose largest call would take more than the memory its calls may use."""
-    lines = []
-    for name, sizes in zip(cost.models["model"], cost.models["sizes"], strict=True):
-        if sizes.row_bytes is None or sizes.budget is None:
-            continue
-        grad, plain = sizes.row_bytes
-        peak = max(grad * sizes.max_batch, plain * sizes.eval_batch)
-        if peak > sizes.budget:
-            lines.append(
-                f"! {name}: its largest call ≈ {peak / 2**30:.1f} GiB, more than the {sizes.budget / 2**30:.1f} GiB "
-                f"its calls may take (the sizes do not go below {sizes.max_batch} inputs a call): give a smaller "
-                "max_batch, or expect it to run out of memory"
-            )
-    return lines
+    return [
+        f"! {name}: its largest call ≈ {s.call_bytes / 2**30:.1f} GiB, more than the {s.budget / 2**30:.1f} GiB its "
+        f"calls may take (the sizes do not go below {s.max_batch} inputs a call): give a smaller max_batch, or expect "
+        "it to run out of memory"
+        for name, s in zip(cost.models["model"], cost.models["sizes"], strict=True)
+        if s.call_bytes is not None and s.budget is not None and s.call_bytes > s.budget
+    ]
 
 
 def disk_line(suite: Suite, out: Path) -> str:

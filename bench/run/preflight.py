@@ -22,27 +22,28 @@ from faithbench.models.data.datasets import CLASS_INDEX, DATASETS
 from faithbench.progress import progress_every
 
 
-def setting_problems(suite: Suite) -> list[str]:
-    """One line per environment setting or data root that would stop the run."""
+def setting_problems(suites: list[Suite]) -> list[str]:
+    """One line per environment setting (read once) or suite data setting that would stop the run."""
     problems = []
     for read in (stale_after, progress_every):
         try:
             read()
         except UserError as exc:
             problems.append(str(exc))
-    spec = DATASETS.get(suite.dataset)
-    try:
-        if spec.check is not None:
-            spec.check(suite.data_root)
-    except UserError as exc:
-        problems.append(f"{suite.name}: {exc}")
-    if suite.class_index != "auto" and not spec.class_folders:
-        problems.append(f"{suite.name}: class_index applies to class-folder data (imagefolder), not {spec.name!r}")
-    elif suite.class_index not in CLASS_INDEX and not Path(suite.class_index).expanduser().is_file():
-        problems.append(
-            f"{suite.name}: class_index {suite.class_index!r} is none of {', '.join(CLASS_INDEX)} and no file (one "
-            "class folder name per line, line i = class index i)"
-        )
+    for suite in suites:
+        spec = DATASETS.get(suite.dataset)
+        try:
+            if spec.check is not None:
+                spec.check(suite.data_root)
+        except UserError as exc:
+            problems.append(f"{suite.name}: {exc}")
+        if suite.class_index != "auto" and not spec.class_folders:
+            problems.append(f"{suite.name}: class_index applies to class-folder data (imagefolder), not {spec.name!r}")
+        elif suite.class_index not in CLASS_INDEX and not Path(suite.class_index).expanduser().is_file():
+            problems.append(
+                f"{suite.name}: class_index {suite.class_index!r} is none of {', '.join(CLASS_INDEX)} and no file "
+                "(one class folder name per line, line i = class index i)"
+            )
     return problems
 
 
@@ -66,25 +67,24 @@ def weight_lines(models: tuple[str, ...] | list[str]) -> list[str]:
 def build_lines(models: tuple[str, ...] | list[str]) -> list[str]:
     """The zoo builds still to come before the first unit (trained here, cached), as one line (none: empty)."""
     todo = zoo.missing(models)
-    return [f"zoo models to build first ({len(todo)}; trained on this machine, then cached): {', '.join(todo)}"] * bool(
-        todo
-    )
+    if not todo:
+        return []
+    return [f"zoo models to build first ({len(todo)}; trained on this machine, then cached): {', '.join(todo)}"]
 
 
 def check_before_compute(suites: list[Suite]) -> None:
     """Refuse, before any folder is made, a run whose settings or data root would stop it (every problem, one line
     each); a pretrained model whose weights are absent is loaded here, so its loader downloads them or says where
     they go."""
-    problems = [p for suite in suites for p in setting_problems(suite)]
+    problems = setting_problems(suites)
     if problems:
         raise UserError("\n".join(problems))
     for name in absent_weights([m for suite in suites for m in suite.models]):
         load_model(name)  # online: downloads; offline: the loader's one line (the file and its folder)
 
 
-def readiness(suites: list[Suite]) -> tuple[list[str], list[str]]:
-    """For ``run --dry-run``: (what would stop the run here: settings, data roots, absent weights; what the run
-    does first: the zoo builds still to come)."""
+def readiness(suites: list[Suite]) -> tuple[list[str], list[str], list[str]]:
+    """For ``run --dry-run``: (the settings and data roots that would stop the run here, the absent weight files, the
+    zoo builds the run does first)."""
     models = [m for suite in suites for m in suite.models]
-    stops = [p for suite in suites for p in setting_problems(suite)] + weight_lines(models)
-    return stops, build_lines(models)
+    return setting_problems(suites), weight_lines(models), build_lines(models)

@@ -58,6 +58,14 @@ class Sizes:
         """Inputs per call of a metric's own inputs (:attr:`~faithbench.metrics.spec.Unit.eval_batch`)."""
         return min(4 * self.batch_size, self.max_batch) if self.eval_rows is None else self.eval_rows
 
+    @property
+    def call_bytes(self) -> int | None:
+        """The largest call's bytes by the probes (with gradients at ``max_batch``, without at ``eval_batch``)."""
+        if self.row_bytes is None:
+            return None
+        grad, plain = self.row_bytes
+        return max(grad * self.max_batch, plain * self.eval_batch)
+
     def text(self) -> str:
         """One line on how the sizes were chosen."""
         if self.budget is None or self.row_bytes is None:

@@ -66,11 +66,11 @@ def test_an_absent_weight_file_is_one_line_before_the_folder(tmp_path, monkeypat
     with pytest.raises(UserError, match=f"could not load torchvision resnet18 .*download .* into {where.path.parent}/"):
         run(suite, tmp_path / "out", device="cpu", progress=False)
     assert not (tmp_path / "out").exists()
-    stops, _ = readiness([suite])
+    _, stops, _ = readiness([suite])
     assert stops == [f"model resnet18: weights not on this machine ({where.path}): {where.fetch}"]
     where.path.parent.mkdir(parents=True)
     where.path.write_bytes(b"")  # present: the dry run does not load it
-    assert readiness([suite]) == ([], [])
+    assert readiness([suite]) == ([], [], [])
 
 
 def test_the_dry_run_lists_every_problem_and_exits_1(tmp_path, monkeypatch, capsys):
