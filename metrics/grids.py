@@ -21,6 +21,7 @@ from faithbench.metrics._checks import check_choice, check_finite, check_tensor
 from faithbench.metrics._selection import draw_distinct_classes
 from faithbench.metrics.gridpg_presets import TILINGS, GridPGPreset
 from faithbench.metrics.spec import MetricCost, Unit
+from faithbench.models.data.lazy_images import LazyImages
 
 # Whose images fill a model's grids: its own, those all models share, or those the models of its build share (build K
 # of every model of a suite with builds: each build's comparisons paired, without the other builds' models thinning
@@ -29,14 +30,16 @@ SHARED_BY_BUILD = "shared-by-build"
 PAIRINGS = ("per-model", "shared", SHARED_BY_BUILD)
 
 
-def make_grids(images: Tensor, indices: Tensor, *, tiling: str = "column-major") -> Tensor:
-    """Tile ``images`` (M, C, h, w) into grids following ``indices`` (G, N^2) -> (G, C, N h, N w).
+def make_grids(images: Tensor | LazyImages, indices: Tensor, *, tiling: str = "column-major") -> Tensor:
+    """Tile ``images`` (M, C, h, w; or a folder's lazily read images) into grids following ``indices`` (G, N^2)
+    -> (G, C, N h, N w).
 
     Cell k is image ``indices[g, k]``; it sits at row ``k mod N``, column ``k div N`` for
     ``column-major`` tiling (B-cos v2) and at row ``k div N``, column ``k mod N`` for ``row-major``
     (ALOE).
     """
-    check_tensor(images, "images", min_dim=4)
+    if not isinstance(images, LazyImages):  # those decode only the cells' images
+        check_tensor(images, "images", min_dim=4)
     if indices.dim() != 2:
         raise ValueError(f"indices must be (grids, cells), got shape {tuple(indices.shape)}")
     check_choice(tiling, "tiling", TILINGS)

@@ -19,6 +19,7 @@ from torch import Tensor
 
 from faithbench.errors import UserError
 from faithbench.models.data.hf import HF_DATASETS, load_hf_split
+from faithbench.models.data.lazy_images import CACHED_IMAGES, LazyImages
 from faithbench.models.data.splits import image_splits
 from faithbench.models.data.text import bbc_news, rotten_tomatoes
 from faithbench.models.nets.text_transformer import WORDPIECE
@@ -31,7 +32,7 @@ from faithbench.registry import Registry
 @dataclass(frozen=True)
 class EvalData:
     name: str
-    images: Tensor  # (N, C, H, W) in [0, 1]; text: (N, T) token ids ([CLS] tokens [SEP] + [PAD])
+    images: Tensor  # (N, C, H, W) in [0, 1] (imagefolder: LazyImages, indexed alike); text: (N, T) token ids
     labels: Tensor  # (N,)
 
 
@@ -170,23 +171,57 @@ def class_indices(folders: list[str], class_index: str) -> tuple[list[int], str]
     return [index[f] for f in folders], f"file {path}"
 
 
-def _image_folder(data_root: str | None, class_index: str = "sorted", max_images: int = 5000) -> EvalData:
-    """ImageNet-style folder (a sub-folder per class, labelled by :func:`class_indices`); Resize 256, CenterCrop 224."""
-    path = check_image_folder(data_root)
-    from torchvision import datasets, transforms
+def decode_center_224(path: str) -> Tensor:
+    """One image file as (3, 224, 224) uint8: RGB, Resize 256 (shorter side), CenterCrop 224 (ImageNet's evaluation
+    transform; ``/ 255`` gives torchvision's ``ToTensor`` values exactly)."""
+    from PIL import Image, UnidentifiedImageError
+    from torchvision.transforms import functional as TF
 
-    tf = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor()])
     try:
-        folder = datasets.ImageFolder(str(path), transform=tf)
+        with Image.open(path) as image:
+            rgb = image.convert("RGB")
+    except (OSError, UnidentifiedImageError) as exc:
+        raise UserError(f"image {path} cannot be read ({exc}); remove it from the data root or replace it") from exc
+    return TF.pil_to_tensor(TF.center_crop(TF.resize(rgb, 256), 224))
+
+
+def _image_header(path: str) -> bool:
+    """Whether ``path`` opens as an image (its header only: nothing decoded)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path):
+            return True
+    except (OSError, UnidentifiedImageError):
+        return False
+
+
+def _image_folder(
+    data_root: str | None, class_index: str = "sorted", max_images: int = 5000, cached_images: int = CACHED_IMAGES
+) -> EvalData:
+    """ImageNet-style folder (a sub-folder per class, labelled by :func:`class_indices`): ``max_images`` drawn with
+    seed 0, read lazily (:class:`~faithbench.models.data.lazy_images.LazyImages`, the last ``cached_images`` decoded
+    kept) through :func:`decode_center_224`."""
+    path = check_image_folder(data_root)
+    from torchvision import datasets
+
+    try:
+        folder = datasets.ImageFolder(str(path))  # lists the files; decodes none
     except (FileNotFoundError, RuntimeError) as exc:
         raise UserError(f"no images found under data root {path} ({ROOT_NAMES}): {exc}") from exc
     indices, mapping = class_indices(list(folder.classes), class_index)
     gen = torch.Generator().manual_seed(0)
-    idx = torch.randperm(len(folder), generator=gen)[:max_images].sort().values
-    images, labels = zip(*(folder[int(i)] for i in idx), strict=True)
-    labels = torch.tensor(indices)[torch.tensor(labels)]
+    idx = torch.randperm(len(folder), generator=gen)[:max_images].sort().values.tolist()
+    files, labels = zip(*(folder.samples[i] for i in idx), strict=True)
+    unreadable = [f for f in files if not _image_header(f)]
+    if unreadable:
+        raise UserError(
+            f"{len(unreadable)} of the {len(files)} images drawn from data root {path} are not images "
+            f"(e.g. {', '.join(unreadable[:3])}): remove them from the data root or replace them"
+        )
+    images = LazyImages(files, decode_center_224, (3, 224, 224), cached_images=cached_images)
     return EvalData(f"imagefolder:{path}" + ("" if mapping == "sorted" else f" ({mapping} class indices)"),
-                    torch.stack(images), labels)  # fmt: skip
+                    images, torch.tensor(indices)[torch.tensor(labels)])  # fmt: skip
 
 
 _GREY_28 = {"image_size": 28, "channels": 1}
