@@ -14,10 +14,9 @@ class MetricCost:
     explanations ``explain_batch``, its inputs ``eval_batch`` per call); ``repeats`` consecutive pairs share one input
     (GridPG's cells on their grid: methods that share equal inputs explain it once). Equal ``key``s are one
     computation, counted once per ``scope``: ``unit`` (per unit and piece) or ``model`` (shared by a model's units:
-    once per model and piece). ``note``: why the count is an estimate ("" where it is exact). ``pooled``: its
-    inputs go through :attr:`Unit.forward`, so a suite run scores them with the unit's other pooled inputs (the
-    estimate pools them as the runner does). ``input_scale``: its inputs are this many model input sizes across
-    (GridPG's whole grids: the grid's side; the memory of a call, :mod:`faithbench.bench.run.sizing`)."""
+    once per model and piece). ``note``: why the count is an estimate ("" where it is exact). ``input_scale``: its
+    inputs are this many model input sizes across (GridPG's whole grids: the grid's side; the memory of a call,
+    :mod:`faithbench.bench.run.sizing`)."""
 
     key: Hashable
     explanations: int = 0
@@ -26,7 +25,6 @@ class MetricCost:
     passes: int = 1
     scope: str = "unit"
     note: str = ""
-    pooled: bool = False
     input_scale: int = 1
 
     def requests(self, eval_batch: int) -> list[int]:

@@ -300,7 +300,7 @@ def _curve_cost(name: str) -> Callable[[Unit, DeletionConfig], tuple[MetricCost,
     def cost(unit: Unit, cfg: DeletionConfig) -> tuple[MetricCost, ...]:
         """The per-sample maps and one model input per sample and fraction."""
         n = len(unit.take(len(unit.sample_ids)))
-        return (*sample_maps_cost(unit), MetricCost((name, cfg), inputs=n * len(cfg.fractions), pooled=True))
+        return (*sample_maps_cost(unit), MetricCost((name, cfg), inputs=n * len(cfg.fractions)))
 
     return cost
 

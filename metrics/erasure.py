@@ -290,7 +290,7 @@ def cost(unit: Unit, cfg: ErasureConfig) -> tuple[MetricCost, ...]:
     """The per-sample maps of the explained classes, then per sample the original input and each k removed and kept,
     computed once for comprehensiveness and sufficiency."""
     n, r = len(unit.take(len(unit.sample_ids))), len(ERASURE_SUMMARIES.get(cfg.summary).fractions)
-    return (*sample_maps_cost(unit, cfg.target), MetricCost(("erasure", cfg), inputs=n * (1 + 2 * r), pooled=True))
+    return (*sample_maps_cost(unit, cfg.target), MetricCost(("erasure", cfg), inputs=n * (1 + 2 * r)))
 
 
 # Both read one computation: its cost, config and conventions are one.

@@ -273,7 +273,7 @@ def cost(unit: Unit, cfg: FlippingConfig) -> tuple[MetricCost, ...]:
     n = len(unit.take(len(unit.sample_ids)))
     return (
         *sample_maps_cost(unit),
-        MetricCost(("flipping", cfg), inputs=2 * n * len(cfg.fractions), pooled=True),
+        MetricCost(("flipping", cfg), inputs=2 * n * len(cfg.fractions)),
     )
 
 

@@ -228,7 +228,7 @@ def cost(unit: Unit, cfg: NaopcConfig) -> tuple[MetricCost, ...]:
     note = "text: counted at the longest input (every position a token)" if text else ""
     return (
         *sample_maps_cost(unit, cfg.target),
-        MetricCost(("naopc", cfg), inputs=m * (1 + 2 * n), note=note, pooled=True),
+        MetricCost(("naopc", cfg), inputs=m * (1 + 2 * n), note=note),
         MetricCost(("naopc_bounds", cfg), inputs=m * (1 + bounds), scope="model", note=note),
     )
 

@@ -199,7 +199,7 @@ def _evaluate(unit: Unit, cfg: RoadConfig) -> MetricResult:
 def cost(unit: Unit, cfg: RoadConfig) -> tuple[MetricCost, ...]:
     """The per-sample maps and one model input per sample and fraction (the imputation asks no model)."""
     n = len(unit.take(len(unit.sample_ids)))
-    return (*sample_maps_cost(unit), MetricCost(("road", cfg), inputs=n * len(cfg.fractions), pooled=True))
+    return (*sample_maps_cost(unit), MetricCost(("road", cfg), inputs=n * len(cfg.fractions)))
 
 
 SPEC = described("road", evaluate=_evaluate, cost=cost, config=RoadConfig)

@@ -164,7 +164,7 @@ def _evaluate(absolute: bool) -> Callable[[Unit, SingleDeletionConfig], MetricRe
 def cost(unit: Unit, cfg: SingleDeletionConfig) -> tuple[MetricCost, ...]:
     """The per-sample maps and, once for both metrics, every sample with each cell deleted and as it is."""
     n = len(unit.take(len(unit.sample_ids)))
-    return (*sample_maps_cost(unit), MetricCost(("single_deletion", cfg), inputs=n * (cfg.grid**2 + 1), pooled=True))
+    return (*sample_maps_cost(unit), MetricCost(("single_deletion", cfg), inputs=n * (cfg.grid**2 + 1)))
 
 
 SIGNED = described("single_deletion", evaluate=_evaluate(absolute=False), cost=cost, config=SingleDeletionConfig)

@@ -136,7 +136,6 @@ class Unit:
             serves them instead of the method (``replay=True``: re-scoring a finished run).
         shared: items shared across the suite's models, by metric name (``bench.pairing.SharedItems``:
             ``eligible`` and ``score`` per item); a metric not in it chooses its items per model.
-        fused: the pooled forward of the runner (:attr:`forward`), None outside it.
     """
 
     model: ModelAdapter
@@ -157,16 +156,12 @@ class Unit:
     maps: MapStore | None = None
     replay: bool = False
     shared: dict[str, Any] = field(default_factory=dict)
-    pool_calls: bool = True  # the runner pools the metrics' own model calls (a suite's ``pool_calls``)
-    fused: Callable[..., Tensor] | None = None  # set by the runner while it pools the metrics' calls
-    _computing: set = field(default_factory=set, repr=False)  # what memo / per_model are computing now
 
     @property
     def forward(self) -> Callable[..., Tensor]:
-        """What a metric calls for the scores of its own inputs (perturbed samples; no gradients): in a suite run,
-        the runner's pooled calls, which score the requests of a unit's metrics together
-        (:mod:`faithbench.bench.run.pool`); elsewhere the model's module."""
-        return self.fused or self.model.module
+        """What a metric calls for the scores of its own inputs (perturbed samples; no gradients): the model's
+        module."""
+        return self.model.module
 
     @property
     def explain_batch(self) -> int:
@@ -201,23 +196,16 @@ class Unit:
         return maps
 
     def per_model(self, key: Hashable, compute: Callable[[], Any]) -> Any:
-        return self._once(self.model_cache, ("model", key), key, compute)
+        """``compute()`` once for every unit of this model (``model_cache[key]``)."""
+        if key not in self.model_cache:
+            self.model_cache[key] = compute()
+        return self.model_cache[key]
 
     def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
-        return self._once(self.cache, ("unit", key), key, compute)
-
-    def _once(self, cache: dict, busy: Hashable, key: Hashable, compute: Callable[[], Any]) -> Any:
-        """``cache[key]``, computed once. Pooled metrics take turns (:attr:`forward`): one may be computing it while
-        another asks, which then waits its turns until it is there."""
-        while busy in self._computing:
-            self.fused.wait()  # type: ignore[union-attr]  # only pooled metrics compute side by side
-        if key not in cache:
-            self._computing.add(busy)
-            try:
-                cache[key] = compute()
-            finally:
-                self._computing.discard(busy)
-        return cache[key]
+        """``compute()`` once for this unit's metrics (``cache[key]``)."""
+        if key not in self.cache:
+            self.cache[key] = compute()
+        return self.cache[key]
 
     def timed_explanation(self, key: str, compute: Callable[[], Any]) -> Any:
         """``compute()`` (maps, or a tuple of them) once per unit, its wall time recorded as ``explain_time[key]``."""

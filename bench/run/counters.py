@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -23,7 +24,7 @@ class Cost:
     allocator statistics). Work a model's units share (the grid selection of a grid metric, the
     predicted classes) is paid by the unit that runs first."""
 
-    model_calls: float = 0  # a pooled call is shared among its metrics by their inputs (bench.run.pool)
+    model_calls: int = 0
     model_inputs: int = 0
     peak_memory_mb: float = math.nan
 
@@ -98,3 +99,28 @@ def measuring(module: nn.Module, device: torch.device) -> Iterator[Cost]:
             yield cost
         finally:
             cost.peak_memory_mb = read_peak(device)
+
+
+@dataclass
+class Turn:
+    """What one metric of a unit cost: its model calls and peak memory (the explanations it triggered included), its
+    wall time, and of that the explanations' seconds (reported apart)."""
+
+    cost: Cost = field(default_factory=Cost)
+    seconds: float = 0.0
+    explain_seconds: float = 0.0
+
+
+@contextlib.contextmanager
+def charging(turn: Turn, meter: Meter, device: torch.device, explained: Callable[[], float]) -> Iterator[None]:
+    """Charge what the block does to ``turn``: the model calls the meter counts, its peak memory, its wall time and,
+    of that, the unit's explanation seconds (``explained()``) it added."""
+    meter.target, before, start = turn.cost, explained(), time.perf_counter()
+    reset_peak(device)
+    try:
+        yield
+    finally:
+        meter.target = None
+        turn.cost.peak_memory_mb = read_peak(device)
+        turn.seconds += time.perf_counter() - start
+        turn.explain_seconds += explained() - before

@@ -150,8 +150,7 @@ def _summary(suite: Suite, cost: Estimate, device: torch.device, workers: int) -
         f"≈ {inputs:,} model inputs in all: an estimate of the images through the models (a backward pass counted "
         f"with its forward; {each:,} of them shared by a model's units, {before:,} choosing items for every model "
         f"before any unit), not of model calls, which follow from the batch sizes: ≈ {calls:,} calls on "
-        f"{_device_text(device, workers)} at {_sizes_text(cost)}"
-        f"{', the removal metrics pooled' if suite.pool_calls else ', every metric on its own (pool_calls false)'}. "
+        f"{_device_text(device, workers)} at {_sizes_text(cost)}. "
         "Per unit above: - the model refuses the method; ? it "
         "may refuse it when it loads (its rules need layers the model may lack); ~ an estimate:"
     )

@@ -27,7 +27,6 @@ from torch import Tensor, nn
 
 from faithbench.attributions import AttributionMethod, UnsupportedMethodError
 from faithbench.bench.run.plan import Plan
-from faithbench.bench.run.pool import pooled_calls
 from faithbench.bench.run.sizing import (
     ASSUMED_FREE_GIB,
     AUTO,
@@ -272,7 +271,7 @@ def _unit_cost(
     found: set[str] = {UNDECLARED} if declared is None else set()
     missing: set[str] = set()
     for piece in range(steps.suite.pieces):
-        unit, seen, pooled = _unit(steps, model, method, n_images, piece, shared, sizes), set(), []
+        unit, seen = _unit(steps, model, method, n_images, piece, shared, sizes), set()
         for metric, item in _items(steps, unit):
             if item is None:
                 missing.add(metric)
@@ -284,11 +283,7 @@ def _unit_cost(
                 model_work[(piece, item.key)] = counted
             elif item.key not in seen:
                 seen.add(item.key)
-                if item.pooled and steps.suite.pool_calls:  # its own calls are the pool's (below)
-                    pooled.append(item.requests(unit.eval_batch))
-                    counted = (counted[0], counted[1] - len(pooled[-1]))
                 inputs, calls = inputs + counted[0], calls + counted[1]
-        calls += pooled_calls(pooled, unit.eval_batch)
     return inputs, calls, found, missing
 
 

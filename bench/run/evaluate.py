@@ -6,16 +6,15 @@ signature (:mod:`faithbench.metrics.spec`). No metric is named here and no regis
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from faithbench.bench.run.counters import Cost, metering
+from faithbench.bench.run.counters import Cost, Turn, charging, metering
 from faithbench.bench.run.pairing import items_of
 from faithbench.bench.run.plan import MetricJob
-from faithbench.bench.run.pool import run_pooled
 from faithbench.bench.run.sizing import Sizes
 from faithbench.bench.run.suite import Suite
 from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
@@ -73,7 +72,6 @@ def suite_unit(
         max_batch=sizes.max_batch,
         eval_rows=sizes.eval_rows,
         sized_at=sizes.sized_at,
-        pool_calls=suite.pool_calls,
         **state,
     )
 
@@ -81,10 +79,9 @@ def suite_unit(
 def evaluate_unit(unit: Unit, metrics: Sequence[MetricJob]) -> dict[str, dict[str, Any]]:
     """This piece's per-sample records of every metric in ``metrics`` (the plan's).
 
-    With ``unit.pool_calls`` the metrics take turns and their perturbed inputs share model calls
-    (:mod:`faithbench.bench.run.pool`); otherwise each metric runs on its own, in order. A metric's time excludes the
-    explanations it triggered (shared, reported as explain time); its model calls and peak memory include them (the
-    first metric that needs an explanation pays for it).
+    Each metric runs on its own, in order. A metric's time excludes the explanations it triggered (shared, reported
+    as explain time); its model calls and peak memory include them (the first metric that needs an explanation pays
+    for it).
     """
     chosen = [
         m
@@ -92,28 +89,12 @@ def evaluate_unit(unit: Unit, metrics: Sequence[MetricJob]) -> dict[str, dict[st
         if (m.spec.applies is None or m.spec.applies(unit) is None)  # e.g. no completeness gap without the claim
         and (m.spec.ground_truth or not unit.method.capabilities.ground_truth)  # the oracle: ground-truth metrics
     ]
-
-    def task(metric: MetricJob) -> Callable[[Callable[..., Any] | None], MetricResult]:
-        def evaluate(forward: Callable[..., Any] | None) -> MetricResult:
-            unit.fused = forward
-            return metric.spec.evaluate(unit, metric.config)
-
-        return evaluate
-
+    done = []
     with metering(unit.model.module) as meter:
-        try:
-            done = run_pooled(
-                unit.model.module,
-                unit.eval_batch,
-                unit.device,
-                meter,
-                lambda: sum(unit.explain_time.values()),
-                [task(m) for m in chosen],
-                unit.pool_calls,
-            )
-        finally:
-            unit.fused = None
-            unit._computing.clear()  # a stopped metric's half-done shared computation: recomputed if asked again
+        for metric in chosen:
+            turn = Turn()
+            with charging(turn, meter, unit.device, lambda: sum(unit.explain_time.values())):
+                done.append((metric.spec.evaluate(unit, metric.config), turn))
     records = {}
     for metric, (result, turn) in zip(chosen, done, strict=True):
         explain_s = unit.explanation_seconds(result.explained)

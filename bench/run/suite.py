@@ -40,7 +40,6 @@ SCALARS = {  # key: (type, smallest value or None)
     "n_samples": (int, 1),
     "batch_size": (int, 1),
     "max_batch": (int, 1),
-    "pool_calls": (bool, None),
     "store_maps": (bool, None),
     "pieces": (int, 1),
     "builds": (int, 1),
@@ -72,7 +71,6 @@ class Suite:
     # inputs per model call, for every method and metric: auto = the CPU's 256, a GPU's from its memory per model
     # (bench.run.sizing; not in the resume key: memory only)
     max_batch: int | str = AUTO
-    pool_calls: bool = True  # a unit's metrics score their perturbed inputs in shared calls (not in the resume key)
     store_maps: bool = True  # keep every unit's maps for ``bench rescore`` (not in the resume key)
     pieces: int = 1  # each unit split into this many pieces that workers share (bench.store.pieces)
     builds: int = 1  # each zoo model as builds 1 .. N (NAME, NAME@2, ...: models.zoo.builds), listed in models

@@ -14,7 +14,7 @@ from faithbench.bench.run.data import load_data
 from faithbench.bench.run.estimate import estimate, stand_in
 from faithbench.bench.run.plan import plan
 from faithbench.bench.run.runner import run
-from faithbench.bench.run.suite import build_suite, load_suite, with_overrides
+from faithbench.bench.run.suite import build_suite
 from faithbench.metrics.registry import METRICS
 from faithbench.models import load_model
 
@@ -212,23 +212,3 @@ def test_a_dry_run_prints_the_estimate_and_computes_nothing(tmp_path, capsys, mo
     assert f"≈ {calls:,} calls on the CPU at batch_size 3, max_batch 256" in words
     assert "~ slic: 49 segments" in words  # LIME's estimated segment count, as a note
     assert not out.exists()
-
-
-def test_pooled_calls_never_add_and_at_gpu_sizes_save_the_removal_metrics_calls():
-    """The vision suite as the dry run counts it: pooling (suite key ``pool_calls``) never adds a call; with batches
-    a GPU takes (2048 explained, 8192 per call) every request of a unit's removal metrics fits one call, and they
-    share it."""
-    suite = load_suite("vision")
-    n = len(load_data(suite).labels)
-    totals = {}
-    for sizes in ((64, 256), (2048, 8192)):
-        for pooled in (False, True):
-            s = with_overrides(suite, batch_size=sizes[0], max_batch=sizes[1], pool_calls=pooled)
-            totals[(sizes, pooled)] = estimate(plan(s), None, n).total()[1]
-    assert totals[((64, 256), True)] <= totals[((64, 256), False)]
-    big = (2048, 8192)
-    rows = estimate(plan(with_overrides(suite, batch_size=2048, max_batch=8192)), None, n).units
-    units = int((rows["method"] != "oracle").sum())  # the oracle has maps only for the ground-truth metrics
-    # 7 removal items per unit (deletion, insertion, erasure, flipping, NAOPC's orders, ROAD, single deletion), each
-    # one request at these sizes: 7 calls apart, 1 pooled
-    assert totals[(big, False)] - totals[(big, True)] == 6 * units

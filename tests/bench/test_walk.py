@@ -76,7 +76,6 @@ def test_a_job_enters_no_registry_and_no_suite_lookup(tmp_path, monkeypatch):
             "bench/run/work.py",  # the worker's own state (entered back from the writer's callbacks)
             "bench/run/runner.py",  # the writer and the progress, told of each finished unit
             "bench/run/evaluate.py",
-            "bench/run/pool.py",  # the metrics' turns and their pooled model calls
             "bench/run/counters.py",  # the meter of the model's calls
             "bench/run/sizing.py",  # a model's call sizes, once when it loads (a GPU's from its memory)
             "bench/run/estimate.py",  # ... at the plan's largest inputs, read from the metrics' declared costs
