@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from faithbench.attributions.shared_forward import has_repeats, occurrences
+from faithbench.calls import current_size, in_chunks
 from faithbench.config import check_type
 from faithbench.errors import ParameterError
 from faithbench.models.adapter import ModelAdapter
@@ -193,11 +194,20 @@ class AttributionMethod:
             _MAX_BATCH.reset(token)
 
     def _attribute_chunks(self, model: ModelAdapter, inputs: Tensor, targets: Tensor, max_batch: int) -> Tensor:
-        chunk = max_batch // self.inputs_per_call
-        share = self.shares_forward(model)
-        out = []
-        for start in range(0, inputs.shape[0], chunk):
-            x, t = inputs[start : start + chunk].detach(), targets[start : start + chunk]
+        """The maps in chunks of ``max_batch // inputs_per_call`` inputs (:func:`faithbench.calls.in_chunks`: smaller
+        after an out-of-memory error, kept for this model, method and input shape)."""
+        share, first = self.shares_forward(model), max(1, max_batch // self.inputs_per_call)
+
+        def chunk(start: int, stop: int) -> Tensor:
+            x, t = inputs[start:stop].detach(), targets[start:stop]
+            rows = current_size() or first  # stepped down after running out of memory: the method's passes follow
+            token = _MAX_BATCH.set(max_batch if rows >= first else rows * self.inputs_per_call)
+            try:
+                return chunk_maps(x, t)
+            finally:
+                _MAX_BATCH.reset(token)
+
+        def chunk_maps(x: Tensor, t: Tensor) -> Tensor:
             if share and has_repeats(x):  # GridPG: one grid, one target per cell
                 distinct, inverse, occurrence = occurrences(x)
                 maps = self._attribute_shared(model, x[distinct], inverse, occurrence, t)
@@ -205,8 +215,11 @@ class AttributionMethod:
                 maps = self._attribute(model, x, t)
             maps = (channel_sum(maps) if maps.dim() == inputs.dim() else maps).detach()
             self._check_maps(model, x, t, maps)
-            out.append(maps)
-        return torch.cat(out).to(inputs.dtype)
+            return maps
+
+        key = (model.name, self.name, tuple(inputs.shape[1:]), "with gradients")
+        out = in_chunks(chunk, inputs.shape[0], first, key=key)
+        return torch.cat(out).to(inputs.dtype) if out else inputs.new_zeros((0, *inputs.shape[2:]))
 
     def _check_maps(self, model: ModelAdapter, x: Tensor, t: Tensor, maps: Tensor) -> None:
         """A map per input of its size, finite; non-finite maps of non-finite logits blame the model, not the method."""

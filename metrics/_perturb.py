@@ -9,12 +9,13 @@ call), so memory is bounded and the model sees as few, as large batches as allow
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 
 import torch
 from torch import Tensor
 
 from faithbench.activations import to_probabilities
+from faithbench.calls import in_chunks
 from faithbench.metrics._checks import check_positive_int
 
 ForwardFn = Callable[..., Tensor]
@@ -98,6 +99,7 @@ def probabilities_after_removal(
     extra: Mapping[str, Tensor] | None = None,
     fill: Callable[[Tensor, Tensor], Tensor] | None = None,
     score: Callable[[Tensor, Tensor], Tensor] | None = None,
+    call_key: Hashable | None = None,
 ) -> Tensor:
     """Probability of ``targets[job_sample[j]]`` for every job j after perturbing its sample.
 
@@ -116,6 +118,8 @@ def probabilities_after_removal(
             then unused.
         score: ``score(scores (n, K), targets (n,)) -> (n,)``, the value recorded per job instead of the
             target's probability (e.g. whether the target is still the predicted class).
+        call_key: what the chunk size found after an out-of-memory error is kept under
+            (:func:`faithbench.calls.in_chunks`; None: ``forward`` itself, by identity, and the input shape).
     Returns:
         (J,) probabilities (or ``score`` values).
     """
@@ -125,13 +129,12 @@ def probabilities_after_removal(
     extra = dict(extra or {})
     base = torch.as_tensor(baseline, dtype=inputs.dtype, device=inputs.device)
     per_sample = base.dim() == inputs.dim() and base.shape == inputs.shape
-    out = torch.empty(job_sample.shape[0], dtype=torch.float32, device=inputs.device)
-    for start in range(0, job_sample.shape[0], chunk_size):
-        s = slice(start, start + chunk_size)
-        b = job_sample[s]
+
+    def chunk(start: int, stop: int) -> Tensor:
+        b = job_sample[start:stop]
         n = b.shape[0]
-        top = ranks[b] < job_k[s].view(n, *([1] * feat_dims))
-        keep_top = job_keep_top[s].view(n, *([1] * feat_dims))
+        top = ranks[b] < job_k[start:stop].view(n, *([1] * feat_dims))
+        keep_top = job_keep_top[start:stop].view(n, *([1] * feat_dims))
         remove = torch.where(keep_top, ~top, top)
         if protected is not None:
             remove &= ~(protected[b] & keep_top)
@@ -145,8 +148,10 @@ def probabilities_after_removal(
         if start == 0:
             check_class_indices(targets, scores.shape[1])
         if score is not None:
-            out[s] = score(scores.float(), targets[b]).float()
-            continue
+            return score(scores.float(), targets[b]).float()
         probs = to_probabilities(scores.float(), activation)
-        out[s] = probs.gather(1, targets[b].unsqueeze(1)).squeeze(1)
-    return out
+        return probs.gather(1, targets[b].unsqueeze(1)).squeeze(1).float()
+
+    key = call_key or (type(forward).__name__, f"{id(forward):x}", tuple(inputs.shape[1:]), "without gradients")
+    out = in_chunks(chunk, job_sample.shape[0], chunk_size, key=key)
+    return torch.cat(out) if out else torch.empty(0, dtype=torch.float32, device=inputs.device)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from faithbench.calls import in_chunks
 from faithbench.metrics.costs import MetricCost  # what a hook asks, imported by name from here too
 from faithbench.metrics.types import Example, MetricResult  # the hooks' results, imported by name from here too
 
@@ -252,7 +253,8 @@ class Unit:
         def predict() -> Tensor:
             b = self.eval_batch
             with torch.no_grad():
-                return torch.cat([self.model.module(x[s : s + b]).argmax(dim=1) for s in range(0, len(x), b)])
+                key = (self.model.name, "predict", tuple(x.shape[1:]), "without gradients")
+                return torch.cat(in_chunks(lambda s, e: self.model.module(x[s:e]).argmax(dim=1), len(x), b, key=key))
 
         return self.per_model("predicted", predict)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -13,6 +13,7 @@ from bcos.common import explanation_mode
 from torch import Tensor, nn
 
 from faithbench.activations import to_probabilities
+from faithbench.calls import in_chunks
 from faithbench.models.encoding import InputEncoding
 
 FAMILIES = ("standard", "bcos", "bcosified", "aloe")
@@ -92,7 +93,8 @@ class ModelAdapter:
 
     def predict_logits(self, images: Tensor, batch_size: int = 500, device: torch.device | None = None) -> Tensor:
         """Logits of images in [0, 1], encoded and classified in batches on ``device``; returned on the host."""
-        return predict_logits(self.module, self.encode, images, batch_size, device)
+        key = (self.name, "predict", tuple(images.shape[1:]), "without gradients")
+        return predict_logits(self.module, self.encode, images, batch_size, device, key)
 
     @cached_property
     def weights_sha256(self) -> str:
@@ -122,12 +124,16 @@ def predict_logits(
     images: Tensor,
     batch_size: int = 500,
     device: torch.device | None = None,
+    key: Hashable | None = None,
 ) -> Tensor:
-    """Logits of ``images`` in batches (each batch moved to ``device`` if given), returned on the host."""
+    """Logits of ``images`` in batches of at most ``batch_size`` (each moved to ``device`` if given; smaller after an
+    out-of-memory error, kept for ``key``: :func:`faithbench.calls.in_chunks`), returned on the host."""
     module.eval()
-    return torch.cat(
-        [module(encode(images[s : s + batch_size].to(device))).cpu() for s in range(0, len(images), batch_size)]
-    )
+
+    def call(start: int, stop: int) -> Tensor:
+        return module(encode(images[start:stop].to(device))).cpu()
+
+    return torch.cat(in_chunks(call, len(images), batch_size, key=key))
 
 
 def state_sha256(state: dict[str, Tensor]) -> str:

@@ -29,6 +29,7 @@ from faithbench.bench.run.plan import Job, Plan, unit_key
 from faithbench.bench.run.sizing import Sizes, free_bytes
 from faithbench.bench.store.identity import warning_line
 from faithbench.bench.store.unit_files import Piece, UnitFiles
+from faithbench.calls import found_sizes
 from faithbench.metrics.mapstore import MapStore
 from faithbench.models import load_model
 from faithbench.models.adapter import ModelAdapter
@@ -237,9 +238,10 @@ class Work:
         maps = MapStore() if self.steps.suite.store_maps else None
         unit = self._unit_of(name, job, self.ids, rank=c, world=of, model_cache=self.model_caches.setdefault(c, {}),
                              maps=maps, shared=self.shared)  # fmt: skip
-        start = time.perf_counter()
+        start, before = time.perf_counter(), found_sizes()
         records = evaluate_unit(unit, self.steps.metrics)
-        extra: dict[str, Any] = {"provenance": self.prov, "seconds": time.perf_counter() - start}
+        stepped = {k: v for k, v in found_sizes().items() if before.get(k) != v}  # sizes found by running out of memory
+        extra: dict[str, Any] = {"provenance": self.prov, "seconds": time.perf_counter() - start, "call_sizes": stepped}
         if c == 0:
             extra["fingerprint"] = fingerprint(unit)  # the unit's first images: saved, so a resumed run compares it
         kept = unit.maps.state() if unit.maps is not None and len(unit.maps) else None

@@ -104,6 +104,8 @@ class UnitFiles:
             "provenance": parts[0]["provenance"],
             "metrics": merge_pieces(parts),
             "fingerprint": parts[0].get("fingerprint"),
+            # rows per call stepped down to after out-of-memory errors while its pieces ran (cost, not protocol)
+            "call_sizes": {k: v for p in parts for k, v in (p.get("call_sizes") or {}).items()},
         }
         self._writing()
         self.store.save_unit(record)

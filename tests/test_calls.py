@@ -1,0 +1,111 @@
+"""Model calls in chunks (faithbench.calls): a chunk that runs out of memory is tried again at the ladder's next size,
+that size is kept for its key, other errors pass through, and one row that does not fit is one line. Then a whole run
+whose model runs out of memory above a few rows finishes with the unforced run's scores and records the sizes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+import faithbench
+from faithbench.bench.run.runner import run
+from faithbench.bench.run.suite import build_suite
+from faithbench.calls import forget_sizes, found_sizes, in_chunks, ladder, out_of_memory
+from faithbench.errors import UserError
+from faithbench.models import MODELS
+
+
+@pytest.fixture(autouse=True)
+def _fresh_sizes():
+    forget_sizes()
+    yield
+    forget_sizes()
+
+
+def _fits(limit: int, seen: list[tuple[int, int]]):
+    def call(start: int, stop: int) -> list[int]:
+        seen.append((start, stop))
+        if stop - start > limit:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return list(range(start, stop))
+
+    return call
+
+
+def test_the_ladder_halves_from_the_largest_size():
+    assert [ladder(64, n) for n in (64, 40, 32, 17, 2)] == [32, 32, 16, 16, 1]
+    assert ladder(48, 48) == 24 and ladder(1, 1) == 1
+
+
+def test_a_chunk_out_of_memory_is_retried_smaller_and_the_size_kept():
+    seen: list[tuple[int, int]] = []
+    out = in_chunks(_fits(10, seen), 50, 64, key=("m", "gradient", (1, 28, 28), "with gradients"))
+    assert [i for part in out for i in part] == list(range(50))  # every row once, in order
+    assert seen[:3] == [(0, 50), (0, 32), (0, 16)] and seen[3] == (0, 8)  # 64 -> 32 -> 16 -> 8 (of 50 rows)
+    assert found_sizes() == {"m gradient (1, 28, 28) with gradients": 8}
+    seen.clear()
+    in_chunks(_fits(10, seen), 20, 64, key=("m", "gradient", (1, 28, 28), "with gradients"))
+    assert seen == [(0, 8), (8, 16), (16, 20)]  # the next call starts at the size found
+    seen.clear()
+    in_chunks(_fits(100, seen), 20, 64, key=("other",))
+    assert seen == [(0, 20)]  # another key is not affected
+
+
+def test_other_errors_pass_and_one_row_that_does_not_fit_is_one_line():
+    def broken(start: int, stop: int) -> None:
+        raise ValueError("a bug, not memory")
+
+    with pytest.raises(ValueError, match="a bug"):
+        in_chunks(broken, 4, 4)
+    with pytest.raises(UserError, match=r"one row \(m predict\) does not fit in memory \(CUDA out of memory"):
+        in_chunks(_fits(0, []), 4, 4, key=("m", "predict"))
+    assert out_of_memory(RuntimeError("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if ..."))
+    assert not out_of_memory(RuntimeError("shape mismatch"))
+    with pytest.raises(ValueError, match="most must be >= 1"):
+        in_chunks(_fits(1, []), 4, 0)
+
+
+class _Tight(nn.Module):
+    """A tiny CNN that raises CUDA's out-of-memory error for calls of more than ``limit`` rows (None: never)."""
+
+    def __init__(self, limit: int | None):
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(2), nn.Flatten(),
+                                 nn.Linear(16, 10))  # fmt: skip
+        self.limit = limit
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.limit is not None and x.shape[0] > self.limit:
+            raise torch.cuda.OutOfMemoryError(f"CUDA out of memory ({x.shape[0]} rows)")
+        return self.net(x)
+
+
+def test_a_run_that_runs_out_of_memory_finishes_with_the_unforced_scores(tmp_path):
+    settings = {
+        "name": "oom", "models": ["tight"], "methods": ["gradient", "integrated_gradients"], "n_samples": 24,
+        "metrics": ["pixel_deletion", "comprehensiveness", "road", "entropy"], "batch_size": 16, "max_batch": 64,
+        "deletion": {"block_size": 7, "fractions": [0.0, 0.25, 0.5]}, "road": {"fractions": [0.25, 0.5]},
+        "method_params": {"integrated_gradients": {"n_steps": 8}},
+    }  # fmt: skip
+    try:
+        for side, limit in (("plain", None), ("tight", 5)):
+            forget_sizes()
+            faithbench.wrap_model(_Tight(limit), name="tight", input_size=(28, 28), channels=1, num_classes=10)
+            run(build_suite(settings, "test"), tmp_path / side, device="cpu", progress=False)
+    finally:
+        if "tight" in MODELS:
+            MODELS.unregister("tight")
+    a, b = (pd.read_csv(tmp_path / side / "samples.csv") for side in ("plain", "tight"))
+    assert len(a) == len(b) > 0 and np.allclose(a["value"], b["value"], rtol=1e-5, atol=1e-6)
+    units = [json.loads(p.read_text()) for p in (tmp_path / "tight" / "units").glob("*.json")]
+    sizes = {k: v for u in units for k, v in u["call_sizes"].items()}
+    assert sizes and all(v <= 5 for v in sizes.values())  # every size stepped to fits the model's 5 rows
+    assert any("with gradients" in k for k in sizes) and any("without gradients" in k for k in sizes)
+    plain = [json.loads(p.read_text()) for p in (tmp_path / "plain" / "units").glob("*.json")]
+    assert all(u["call_sizes"] == {} for u in plain)
