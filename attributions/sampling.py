@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from faithbench.attributions.shared_forward import first_equal
+from faithbench.calls import in_chunks
 
 ScoreFn = Callable[[Tensor], Tensor]
 """``score(inputs (n, C, H, W)) -> (n, num_classes)``: the explained outputs, e.g. class probabilities."""
@@ -66,13 +67,14 @@ def _evaluate(
     key = torch.cat([_representatives(inputs, segments)[job_sample].view(-1, 1), job_present.long()], dim=1)
     unique, inverse = torch.unique(key, dim=0, return_inverse=True)
     base = torch.as_tensor(baseline, dtype=inputs.dtype, device=inputs.device)
-    out = []
-    for start in range(0, unique.shape[0], max_batch):
-        rows = unique[start : start + max_batch].to(inputs.device)
+
+    def chunk(start: int, stop: int) -> Tensor:
+        rows = unique[start:stop].to(inputs.device)
         b, present = rows[:, 0], rows[:, 1:].bool()
         keep = present.gather(1, segments[b].flatten(1)).view(len(b), 1, *segments.shape[1:])
-        out.append(score(torch.where(keep, inputs[b], base)).float())
-    scores = torch.cat(out)
+        return score(torch.where(keep, inputs[b], base)).float()
+
+    scores = torch.cat(in_chunks(chunk, unique.shape[0], max_batch))
     return scores[inverse.to(scores.device), targets[job_sample.to(targets.device)]]
 
 

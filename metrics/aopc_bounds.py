@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from faithbench.activations import ACTIVATIONS, to_probabilities
+from faithbench.calls import in_chunks
 from faithbench.metrics._checks import check_choice, check_positive_int, check_targets, check_tensor
 from faithbench.metrics._perturb import check_class_indices
 
@@ -37,20 +38,22 @@ class Removal:
 
     def __call__(self, sample: Tensor, removed: Tensor) -> Tensor:
         """(J,) p_t of ``inputs[sample[j]]`` with the positions ``removed[j]`` (J, T) bool replaced by the baseline."""
-        out = torch.empty(sample.shape[0], dtype=torch.float64, device=self.inputs.device)
+
+        def chunk(start: int, stop: int) -> Tensor:
+            s, gone = sample[start:stop], removed[start:stop]
+            if self.features is not None:  # image features: each pixel removed with its cell
+                gone = gone[:, self.features]
+            gone = gone.view(len(s), *[1] * (self.inputs.dim() - gone.dim()), *gone.shape[1:])
+            scores = self.forward(torch.where(gone, self.base[s], self.inputs[s])).float()
+            check_class_indices(self.targets, scores.shape[1])
+            probs = to_probabilities(scores, self.activation)
+            self.calls, self.count = self.calls + 1, self.count + len(s)
+            return probs.gather(1, self.targets[s].view(-1, 1)).squeeze(1).double()
+
+        key = (type(self.forward).__name__, f"{id(self.forward):x}", tuple(self.inputs.shape[1:]), "without gradients")
         with torch.no_grad():
-            for start in range(0, sample.shape[0], self.chunk):
-                s = sample[start : start + self.chunk]
-                gone = removed[start : start + self.chunk]
-                if self.features is not None:  # image features: each pixel removed with its cell
-                    gone = gone[:, self.features]
-                gone = gone.view(len(s), *[1] * (self.inputs.dim() - gone.dim()), *gone.shape[1:])
-                scores = self.forward(torch.where(gone, self.base[s], self.inputs[s])).float()
-                check_class_indices(self.targets, scores.shape[1])
-                probs = to_probabilities(scores, self.activation)
-                out[start : start + len(s)] = probs.gather(1, self.targets[s].view(-1, 1)).squeeze(1).double()
-                self.calls, self.count = self.calls + 1, self.count + len(s)
-        return out
+            out = in_chunks(chunk, sample.shape[0], self.chunk, key=key)
+        return torch.cat(out) if out else torch.empty(0, dtype=torch.float64, device=self.inputs.device)
 
 
 def _exact(p: Removal, p0: Tensor, samples: Tensor, valid: Tensor) -> tuple[Tensor, Tensor]:

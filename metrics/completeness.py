@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from faithbench.calls import in_chunks
 from faithbench.config import to_dict
 from faithbench.metrics._checks import check_choice, check_finite, check_tensor
 from faithbench.metrics.spec import MetricCost, MetricResult, Unit, sample_maps_cost
@@ -84,7 +85,7 @@ def _per_sample(unit: Unit, name: str, compute: Callable[[ModelAdapter, Tensor, 
 
     def run() -> Tensor:
         x, t, _ = unit.samples()
-        return torch.cat([compute(unit.model, x[s : s + b], t[s : s + b]) for s in range(0, len(x), b)])
+        return torch.cat(in_chunks(lambda s, e: compute(unit.model, x[s:e], t[s:e]), len(x), b))
 
     return unit.memo(("completeness", name), run)
 

@@ -32,6 +32,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
+from faithbench.calls import in_chunks
 from faithbench.config import to_dict
 from faithbench.metrics._checks import check_finite, check_positive_int, check_tensor
 from faithbench.metrics._perturb import check_class_indices, rank_keys
@@ -78,19 +79,21 @@ def cell_drops(
     cells = cell_index(h, w, grid, inputs.device)
     n = grid * grid + 1  # the cells, then the original
     base = torch.as_tensor(baseline, dtype=inputs.dtype, device=inputs.device).expand_as(inputs)
-    logits = []
+
+    def chunk(start: int, stop: int) -> Tensor:
+        job = torch.arange(start, stop, device=inputs.device)
+        s, k = job // n, job % n
+        deleted = (cells.unsqueeze(0) == k.view(-1, 1, 1)).unsqueeze(1)  # k = grid^2 deletes nothing
+        out = forward(torch.where(deleted, base[s], inputs[s]))
+        if start == 0:
+            if out.dim() != 2:
+                raise ValueError(f"the model must return logits (n, classes), got shape {tuple(out.shape)}")
+            check_class_indices(targets, out.shape[1])
+        return out.gather(1, targets.to(out.device)[s.to(out.device)].view(-1, 1)).squeeze(1)
+
+    key = (type(forward).__name__, f"{id(forward):x}", tuple(inputs.shape[1:]), "without gradients")
     with torch.no_grad():
-        for start in range(0, b * n, chunk_size):
-            job = torch.arange(start, min(start + chunk_size, b * n), device=inputs.device)
-            s, k = job // n, job % n
-            deleted = (cells.unsqueeze(0) == k.view(-1, 1, 1)).unsqueeze(1)  # k = grid^2 deletes nothing
-            out = forward(torch.where(deleted, base[s], inputs[s]))
-            if start == 0:
-                if out.dim() != 2:
-                    raise ValueError(f"the model must return logits (n, classes), got shape {tuple(out.shape)}")
-                check_class_indices(targets, out.shape[1])
-            logits.append(out.gather(1, targets.to(out.device)[s.to(out.device)].view(-1, 1)).squeeze(1))
-    read = torch.cat(logits).double().view(b, n)
+        read = torch.cat(in_chunks(chunk, b * n, chunk_size, key=key)).double().view(b, n)
     return (read[:, -1:] - read[:, :-1]).float()
 
 
