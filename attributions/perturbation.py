@@ -23,6 +23,7 @@ from torch import Tensor
 
 from faithbench.attributions.base import AttributionMethod, Capabilities
 from faithbench.attributions.sampling import ScoreFn, lime_weights, segment_maps, shapley_sampling_values, top_k_mask
+from faithbench.calls import name_calls
 from faithbench.errors import ParameterError, check_choice
 from faithbench.models.adapter import ModelAdapter
 
@@ -139,13 +140,22 @@ class _SegmentMethod(AttributionMethod):
 
     def _attribute(self, model: ModelAdapter, inputs: Tensor, targets: Tensor) -> Tensor:
         segments = self._segments(model, inputs)
-
-        def score(x: Tensor) -> Tensor:
-            return model.probabilities(model.module(x))
-
-        values = self._values(score, inputs, segments, targets)
+        values = self._values(self._scorer(model), inputs, segments, targets)
         maps = segment_maps(values, segments)
         return maps * inputs.ne(0).any(dim=1) if model.modality == "text" else maps  # padding: 0
+
+    def _scorer(self, model: ModelAdapter) -> ScoreFn:
+        """The model's probabilities, one callable per model for this method, so the size its chunked calls step
+        down to after an out-of-memory error is kept for the next call (:func:`faithbench.calls.call_key`)."""
+        scorers = self.__dict__.setdefault("_scorers", {})
+        if model.name not in scorers:
+
+            def score(x: Tensor) -> Tensor:
+                return model.probabilities(model.module(x))
+
+            name_calls(score, f"{model.name} {self.name} samples")
+            scorers[model.name] = score
+        return scorers[model.name]
 
     def _values(self, score: ScoreFn, inputs: Tensor, segments: Tensor, targets: Tensor) -> Tensor:
         """(B, K) per-segment values."""

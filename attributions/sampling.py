@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from faithbench.attributions.shared_forward import first_equal
-from faithbench.calls import in_chunks
+from faithbench.calls import call_key, in_chunks
 
 ScoreFn = Callable[[Tensor], Tensor]
 """``score(inputs (n, C, H, W)) -> (n, num_classes)``: the explained outputs, e.g. class probabilities."""
@@ -74,7 +74,8 @@ def _evaluate(
         keep = present.gather(1, segments[b].flatten(1)).view(len(b), 1, *segments.shape[1:])
         return score(torch.where(keep, inputs[b], base)).float()
 
-    scores = torch.cat(in_chunks(chunk, unique.shape[0], max_batch))
+    key = call_key(score, tuple(inputs.shape[1:]), "without")
+    scores = torch.cat(in_chunks(chunk, unique.shape[0], max_batch, key=key))
     return scores[inverse.to(scores.device), targets[job_sample.to(targets.device)]]
 
 

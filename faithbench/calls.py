@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import contextvars
 import gc
+import itertools
 import sys
+import weakref
 from collections.abc import Callable, Hashable
 from typing import TypeVar
 
@@ -27,7 +29,9 @@ from faithbench.errors import UserError
 
 T = TypeVar("T")
 
-_FOUND: dict[Hashable, int] = {}  # the size that worked after stepping down, per key (this process)
+_FOUND: dict[Hashable, int] = {}
+_NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # a callable -> the name its calls are keyed by
+_NUMBERS = itertools.count(1)  # the size that worked after stepping down, per key (this process)
 _SIZE: contextvars.ContextVar[int | None] = contextvars.ContextVar("chunk_rows", default=None)
 _OOM_TEXT = ("out of memory", "CUDNN_STATUS_NOT_SUPPORTED", "can't allocate memory")
 
@@ -54,7 +58,7 @@ def in_chunks(call: Callable[[int, int], T], rows: int, most: int, *, key: Hasha
         raise ValueError(f"most must be >= 1 rows per call, got {most}")
     size = min(most, _FOUND.get(key, most)) if key is not None else most
     out: list[T] = []
-    start = 0
+    start, retried = 0, False
     while start < rows:
         stop = min(start + size, rows)
         token = _SIZE.set(size)
@@ -65,18 +69,21 @@ def in_chunks(call: Callable[[int, int], T], rows: int, most: int, *, key: Hasha
                 raise
             failed, reason = stop - start, str(exc).splitlines()[0][:200]
         else:
-            start = stop
+            start, retried = stop, False
             continue
         finally:
             _SIZE.reset(token)
         # outside the except block: the error's frames (and the tensors they hold) are released before retrying
         _release()
+        if failed < size and not retried:  # a short last chunk where full ones fit: the cache's, once more as it was
+            retried = True
+            continue
         if failed == 1:
             raise UserError(
                 f"one row ({_label(key)}) does not fit in memory ({reason}); free the device (other processes), "
                 "use a smaller model or input, or run on another device"
             )
-        size = ladder(most, failed)
+        size, retried = ladder(most, failed), False
         if key is not None:
             _FOUND[key] = size
         print(f"[faithbench] {_label(key)}: out of memory at {failed} rows; {size} per call now", file=sys.stderr)
@@ -87,6 +94,22 @@ def current_size() -> int | None:
     """The chunk size of the innermost :func:`in_chunks` running now (None outside one): a call's own inner
     chunking (a method's passes) follows it down."""
     return _SIZE.get()
+
+
+def call_key(fn: Callable, shape: tuple[int, ...], kind: str) -> tuple:
+    """The key of calls of ``fn`` (a model's module: its model's name, :func:`name_calls`; another callable: its type
+    and a number of its own, never reused while it lives) on inputs of ``shape``, ``kind`` "with" or "without
+    gradients"."""
+    try:
+        name = _NAMES.get(fn) or _NAMES.setdefault(fn, f"{type(fn).__name__} #{next(_NUMBERS)}")
+    except TypeError:  # not weakly referable: by identity
+        name = f"{type(fn).__name__} {id(fn):x}"
+    return (name, "model", shape, f"{kind} gradients")
+
+
+def name_calls(module: Callable, name: str) -> None:
+    """Key ``module``'s calls by ``name`` (a model adapter names its module)."""
+    _NAMES[module] = name
 
 
 def found_sizes() -> dict[str, int]:

@@ -14,8 +14,8 @@ from collections.abc import Callable, Hashable, Mapping
 import torch
 from torch import Tensor
 
+from faithbench import calls
 from faithbench.activations import to_probabilities
-from faithbench.calls import in_chunks
 from faithbench.metrics._checks import check_positive_int
 
 ForwardFn = Callable[..., Tensor]
@@ -152,6 +152,6 @@ def probabilities_after_removal(
         probs = to_probabilities(scores.float(), activation)
         return probs.gather(1, targets[b].unsqueeze(1)).squeeze(1).float()
 
-    key = call_key or (type(forward).__name__, f"{id(forward):x}", tuple(inputs.shape[1:]), "without gradients")
-    out = in_chunks(chunk, job_sample.shape[0], chunk_size, key=key)
+    key = call_key or calls.call_key(forward, tuple(inputs.shape[1:]), "without")
+    out = calls.in_chunks(chunk, job_sample.shape[0], chunk_size, key=key)
     return torch.cat(out) if out else torch.empty(0, dtype=torch.float32, device=inputs.device)

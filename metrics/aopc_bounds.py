@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from faithbench.activations import ACTIVATIONS, to_probabilities
-from faithbench.calls import in_chunks
+from faithbench.calls import call_key, in_chunks
 from faithbench.metrics._checks import check_choice, check_positive_int, check_targets, check_tensor
 from faithbench.metrics._perturb import check_class_indices
 
@@ -50,7 +50,7 @@ class Removal:
             self.calls, self.count = self.calls + 1, self.count + len(s)
             return probs.gather(1, self.targets[s].view(-1, 1)).squeeze(1).double()
 
-        key = (type(self.forward).__name__, f"{id(self.forward):x}", tuple(self.inputs.shape[1:]), "without gradients")
+        key = call_key(self.forward, tuple(self.inputs.shape[1:]), "without")
         with torch.no_grad():
             out = in_chunks(chunk, sample.shape[0], self.chunk, key=key)
         return torch.cat(out) if out else torch.empty(0, dtype=torch.float64, device=self.inputs.device)

@@ -32,7 +32,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from faithbench.calls import in_chunks
+from faithbench.calls import call_key, in_chunks
 from faithbench.config import to_dict
 from faithbench.metrics._checks import check_finite, check_positive_int, check_tensor
 from faithbench.metrics._perturb import check_class_indices, rank_keys
@@ -91,7 +91,7 @@ def cell_drops(
             check_class_indices(targets, out.shape[1])
         return out.gather(1, targets.to(out.device)[s.to(out.device)].view(-1, 1)).squeeze(1)
 
-    key = (type(forward).__name__, f"{id(forward):x}", tuple(inputs.shape[1:]), "without gradients")
+    key = call_key(forward, tuple(inputs.shape[1:]), "without")
     with torch.no_grad():
         read = torch.cat(in_chunks(chunk, b * n, chunk_size, key=key)).double().view(b, n)
     return (read[:, -1:] - read[:, :-1]).float()

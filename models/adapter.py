@@ -13,7 +13,7 @@ from bcos.common import explanation_mode
 from torch import Tensor, nn
 
 from faithbench.activations import to_probabilities
-from faithbench.calls import in_chunks
+from faithbench.calls import in_chunks, name_calls
 from faithbench.models.encoding import InputEncoding
 
 FAMILIES = ("standard", "bcos", "bcosified", "aloe")
@@ -69,6 +69,7 @@ class ModelAdapter:
         if self.modality not in MODALITIES:
             raise ValueError(f"unknown modality {self.modality!r}; valid: {', '.join(MODALITIES)}")
         self.module.eval()
+        name_calls(self.module, self.name)  # its chunked calls' sizes are kept under the model's name
 
     def feature_mask(self, raw: Tensor) -> Tensor | None:
         """(B, *S) bool, the features of raw inputs (text: not [CLS] / [SEP] / [PAD]); None: every feature."""

@@ -46,7 +46,8 @@ def test_a_chunk_out_of_memory_is_retried_smaller_and_the_size_kept():
     seen: list[tuple[int, int]] = []
     out = in_chunks(_fits(10, seen), 50, 64, key=("m", "gradient", (1, 28, 28), "with gradients"))
     assert [i for part in out for i in part] == list(range(50))  # every row once, in order
-    assert seen[:3] == [(0, 50), (0, 32), (0, 16)] and seen[3] == (0, 8)  # 64 -> 32 -> 16 -> 8 (of 50 rows)
+    # 50 rows, shorter than the 64 asked for: once more at 50 (it may have been the cache's), then 32, 16, 8
+    assert seen[:5] == [(0, 50), (0, 50), (0, 32), (0, 16), (0, 8)]
     assert found_sizes() == {"m gradient (1, 28, 28) with gradients": 8}
     seen.clear()
     in_chunks(_fits(10, seen), 20, 64, key=("m", "gradient", (1, 28, 28), "with gradients"))
@@ -54,6 +55,28 @@ def test_a_chunk_out_of_memory_is_retried_smaller_and_the_size_kept():
     seen.clear()
     in_chunks(_fits(100, seen), 20, 64, key=("other",))
     assert seen == [(0, 20)]  # another key is not affected
+
+
+def test_a_short_last_chunk_that_fails_once_is_tried_again_at_its_size():
+    failures = iter([True])  # the 1-row remainder fails once (fragmentation), then fits
+
+    def call(start: int, stop: int) -> int:
+        if stop - start == 1 and next(failures, False):
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+        return stop - start
+
+    assert in_chunks(call, 9, 8, key=("k",)) == [8, 1] and found_sizes() == {}  # no step down, no "one row" stop
+
+
+def test_calls_are_keyed_by_the_model_name_and_a_number_never_reused():
+    from faithbench.calls import call_key, name_calls
+
+    net = nn.Linear(2, 2)
+    name_calls(net, "my_model")
+    assert call_key(net, (2,), "without") == ("my_model", "model", (2,), "without gradients")
+    a, b = nn.Linear(2, 2), nn.Linear(2, 2)
+    assert call_key(a, (2,), "with")[0] != call_key(b, (2,), "with")[0]  # two unnamed modules: two keys
+    assert call_key(a, (2,), "with") == call_key(a, (2,), "with")
 
 
 def test_other_errors_pass_and_one_row_that_does_not_fit_is_one_line():

@@ -1,10 +1,9 @@
 """Declarative suites: TOML files under ``bench/suites/`` (adding a suite is adding a file).
 
-A suite names its data set, models, methods and metrics, the sample counts, one table of settings
-per metric family (each metric's typed config, named by its spec's ``table``) and per-method
-parameters (``[method_params.NAME]``). Loading validates all of it -- every name, every
-key, every value, every method's parameters -- before any model or data is touched, and each
-problem is one line that names the file and the key.
+A suite names its data set, models, methods and metrics, the sample counts, one table of settings per metric family
+(each metric's typed config, named by its spec's ``table``) and per-method parameters (``[method_params.NAME]``).
+Loading validates all of it -- every name, key, value, method parameter -- before any model or data is touched, and
+each problem is one line that names the file and the key.
 """
 
 from __future__ import annotations
@@ -111,6 +110,9 @@ def _scalar(data: Mapping[str, Any], key: str, where: str) -> Any:
     return value
 
 
+RETIRED = {"pool_calls": "removed: each metric calls the model on its own"}  # keys older suites and runs carry
+
+
 def recorded_suite(record: Mapping[str, Any], run_json: Path) -> Suite:
     """The suite a run's ``run.json`` records, its plugins imported from where the run found them."""
     for folder in record.get("plugin_folders", []):
@@ -123,6 +125,9 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
     """Validate TOML-shaped suite data and build the :class:`Suite` (see the module docstring)."""
 
     where = f"{source}:"
+    for key in set(data) & set(RETIRED) if "run.json" not in where else ():  # a run recorded before: as it ran
+        print(f"[faithbench] {where} {key} ignored ({RETIRED[key]})", file=sys.stderr)
+    data = {k: v for k, v in data.items() if k not in RETIRED}
     plugins = import_plugins(data.get("plugins", []), where, folder)
     specs = [METRICS.get(m) for m in METRICS]
     tables = {s.table: s.config for s in specs if s.table}

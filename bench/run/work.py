@@ -240,10 +240,10 @@ class Work:
                              maps=maps, shared=self.shared)  # fmt: skip
         start, before = time.perf_counter(), found_sizes()
         records = evaluate_unit(unit, self.steps.metrics)
-        stepped = {k: v for k, v in found_sizes().items() if before.get(k) != v}  # sizes found by running out of memory
-        extra: dict[str, Any] = {"provenance": self.prov, "seconds": time.perf_counter() - start, "call_sizes": stepped}
+        extra: dict[str, Any] = {"provenance": self.prov, "seconds": time.perf_counter() - start}
         if c == 0:
             extra["fingerprint"] = fingerprint(unit)  # the unit's first images: saved, so a resumed run compares it
+        extra["call_sizes"] = {k: v for k, v in found_sizes().items() if before.get(k) != v}  # stepped down to
         kept = unit.maps.state() if unit.maps is not None and len(unit.maps) else None
         return Piece(records, kept, extra)
 

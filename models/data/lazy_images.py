@@ -55,6 +55,8 @@ class LazyImages:
         return f"LazyImages({len(self)} files, image shape {tuple(self.shape[1:])}, {len(self._cache)} decoded)"
 
     def __getitem__(self, key: int | slice | Sequence[int] | Tensor) -> Tensor:
+        if isinstance(key, bool):
+            raise TypeError("LazyImages are indexed by integers, not a bool")
         if isinstance(key, int):
             return self._rows([self._check(key)])[0]
         if isinstance(key, slice):
@@ -74,7 +76,7 @@ class LazyImages:
             for start in range(0, len(self), MEAN_CHUNK):
                 total += self[start : start + MEAN_CHUNK].sum(dim=(0, 2, 3), dtype=torch.float64)
             self._mean = (total / (len(self) * self.shape[2] * self.shape[3])).float()
-        return self._mean.reshape(1, -1, 1, 1) if keepdim else self._mean.clone()
+        return self._mean.clone().reshape(1, -1, 1, 1) if keepdim else self._mean.clone()
 
     def _check(self, i: int) -> int:
         if not -len(self) <= i < len(self):

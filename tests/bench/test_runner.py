@@ -16,7 +16,7 @@ from faithbench.bench.cli import main
 from faithbench.bench.report.gate import compare, paired_bootstrap
 from faithbench.bench.run import runner, work
 from faithbench.bench.run.plan import jobs
-from faithbench.bench.run.suite import load_suite, with_overrides
+from faithbench.bench.run.suite import build_suite, load_suite, with_overrides
 from faithbench.bench.run.suite_files import available_suites
 from faithbench.bench.store.intervals import summarise
 from faithbench.bench.store.tidy import RESULT_COLUMNS
@@ -87,6 +87,14 @@ def test_suite_errors_name_the_valid_choices(tmp_path):
         load_suite(str(bad))
     with pytest.raises(ValueError, match="GridPG preset 'tpami'"):
         with_overrides(load_suite("smoke"), gridpg={"preset": "tpami"})
+
+
+def test_a_retired_key_is_read_without_it(capsys):
+    keys = {"name": "old", "models": ["cnn_mnist"], "methods": ["gradient"], "metrics": ["entropy"], "pool_calls": True}
+    assert build_suite(keys, "old.toml").name == "old"  # a suite file written before the pool went
+    assert "old.toml: pool_calls ignored (removed: each metric calls the model on its own)" in capsys.readouterr().err
+    build_suite(keys, "runs/x/run.json")  # a run recorded before: read as it ran, silently
+    assert capsys.readouterr().err == ""
 
 
 def test_cli_reports_user_errors_in_one_line(capsys, tmp_path):
