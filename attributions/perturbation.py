@@ -145,17 +145,15 @@ class _SegmentMethod(AttributionMethod):
         return maps * inputs.ne(0).any(dim=1) if model.modality == "text" else maps  # padding: 0
 
     def _scorer(self, model: ModelAdapter) -> ScoreFn:
-        """The model's probabilities, one callable per model for this method, so the size its chunked calls step
-        down to after an out-of-memory error is kept for the next call (:func:`faithbench.calls.call_key`)."""
-        scorers = self.__dict__.setdefault("_scorers", {})
-        if model.name not in scorers:
+        """The model's probabilities, its calls keyed by the model's name and this method (:func:`faithbench.calls.
+        call_key`), so the size they step down to after an out-of-memory error is kept for the next call. A new
+        callable each time: a randomised copy of the model has the same name and must be the one scored."""
 
-            def score(x: Tensor) -> Tensor:
-                return model.probabilities(model.module(x))
+        def score(x: Tensor) -> Tensor:
+            return model.probabilities(model.module(x))
 
-            name_calls(score, f"{model.name} {self.name} samples")
-            scorers[model.name] = score
-        return scorers[model.name]
+        name_calls(score, f"{model.name} {self.name} samples")
+        return score
 
     def _values(self, score: ScoreFn, inputs: Tensor, segments: Tensor, targets: Tensor) -> Tensor:
         """(B, K) per-segment values."""
