@@ -10,6 +10,11 @@ single row that does not fit is one line (:class:`~faithbench.errors.UserError`)
 protocol: a method's maps do not depend on how its inputs were chunked (tested), and the run records them per unit
 (:func:`found_sizes`).
 
+Where the ladder starts (:func:`call_rows`, a suite's ``max_batch``): a number as given; ``auto`` :data:`CPU_ROWS` on
+the CPU (there a call's time goes with its size, and small calls stay in the caches) and :data:`GPU_ROWS` on a GPU
+(where a small model's call is thousands of small kernels whatever its size, so time goes with the number of calls):
+the device finds what fits by trying, nothing predicts it.
+
 It lives at the package root, below the layers, because methods, metrics and adapters all call it.
 """
 
@@ -29,6 +34,10 @@ from faithbench.errors import UserError
 
 T = TypeVar("T")
 
+AUTO = "auto"  # a suite's max_batch: CPU_ROWS on the CPU, from GPU_ROWS down on a GPU
+CPU_ROWS = 256
+GPU_ROWS = 16384
+
 _FOUND: dict[Hashable, int] = {}
 _NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # a callable -> the name its calls are keyed by
 _NUMBERS = itertools.count(1)  # the size that worked after stepping down, per key (this process)
@@ -41,6 +50,13 @@ def out_of_memory(exc: BaseException) -> bool:
     if isinstance(exc, torch.cuda.OutOfMemoryError):
         return True
     return isinstance(exc, RuntimeError) and any(text in str(exc) for text in _OOM_TEXT)
+
+
+def call_rows(max_batch: int | str, device: torch.device | str) -> int:
+    """The most inputs per model call under a suite's ``max_batch`` on ``device`` (the top of the ladder)."""
+    if max_batch != AUTO:
+        return int(max_batch)
+    return GPU_ROWS if torch.device(device).type == "cuda" else CPU_ROWS
 
 
 def ladder(most: int, below: int) -> int:

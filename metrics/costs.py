@@ -1,4 +1,4 @@
-"""What a metric asks of one piece of a unit, for the run's cost estimate and call sizes (``MetricSpec.cost``)."""
+"""What a metric asks of one piece of a unit, for the run's cost estimate (``MetricSpec.cost``)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,7 @@ class MetricCost:
     explanations ``explain_batch``, its inputs ``eval_batch`` per call); ``repeats`` consecutive pairs share one input
     (GridPG's cells on their grid: methods that share equal inputs explain it once). Equal ``key``s are one
     computation, counted once per ``scope``: ``unit`` (per unit and piece) or ``model`` (shared by a model's units:
-    once per model and piece). ``note``: why the count is an estimate ("" where it is exact). ``input_scale``: its
-    inputs are this many model input sizes across (GridPG's whole grids: the grid's side; the memory of a call,
-    :mod:`faithbench.bench.run.sizing`)."""
+    once per model and piece). ``note``: why the count is an estimate ("" where it is exact)."""
 
     key: Hashable
     explanations: int = 0
@@ -25,7 +23,6 @@ class MetricCost:
     passes: int = 1
     scope: str = "unit"
     note: str = ""
-    input_scale: int = 1
 
     def requests(self, eval_batch: int) -> list[int]:
         """The sizes of the model calls its own inputs make on their own, in order."""

@@ -196,9 +196,7 @@ def grid_cost(unit: Unit, cfg: Any) -> tuple[MetricCost, ...]:
     pad = cell // 2 if windows == "sum-padded" else 0
     per_grid = 1 if windows == "none" else ((n * cell + 2 * pad - cell) // (cell // 2) + 1) ** 2
     note = "" if cfg.n_grids else "n_grids = 0: as many grids as the confidently classified images allow, at most"
-    scale = n if windows == "none" else 1  # whole grids, or windows of the model's own size
-    work = MetricCost(("gridpg", cfg), explanations=grids * per_grid * n * n, repeats=n * n, note=note,
-                      input_scale=scale)  # fmt: skip
+    work = MetricCost(("gridpg", cfg), explanations=grids * per_grid * n * n, repeats=n * n, note=note)
     if "gridpg" in unit.shared:
         return (work,)
     return MetricCost(("gridpg", "selection", cfg), inputs=len(unit.images), scope="model"), work

@@ -124,11 +124,10 @@ class Unit:
     Attributes:
         images, labels: the evaluation set, (N, c, H, W) in [0, 1] and (N,), on the host.
         sample_ids: (S,) ids of the images the per-sample metrics use (all processes).
-        batch_size: inputs per explanation call; metrics perturb ``4 * batch_size`` per model call.
+        batch_size: inputs per explanation call.
         max_batch: at most this many inputs per model call, for the method and every metric
-            (:attr:`explain_batch`, :attr:`eval_batch`); ``eval_rows``: the metrics' (no gradients) instead.
-        sized_at: the inputs ``max_batch`` was sized for from a device's memory, in model input sizes across (a
-            3 x 3 grid: 3); an explanation of smaller inputs takes as many more rows as their area is smaller.
+            (:attr:`explain_batch`, :attr:`eval_batch`): where the ladder of :func:`faithbench.calls.in_chunks`
+            starts, which steps down from it where a call does not fit.
         rank, world: this process's shard: items i with i % world == rank.
         model_cache: shared by every unit of the same model (e.g. its GridPG grids).
         cache: shared by the metrics of this unit (e.g. the sample explanations).
@@ -152,8 +151,6 @@ class Unit:
     cache: dict[Hashable, Any] = field(default_factory=dict)
     explain_time: dict[str, float] = field(default_factory=dict)
     max_batch: int = 256
-    eval_rows: int | None = None  # a GPU's, from its memory (bench.run.sizing)
-    sized_at: int = 1
     maps: MapStore | None = None
     replay: bool = False
     shared: dict[str, Any] = field(default_factory=dict)
@@ -171,12 +168,8 @@ class Unit:
 
     @property
     def eval_batch(self) -> int:
-        """Inputs per plain or perturbed model call of a metric (no gradients)."""
-        return min(4 * self.batch_size, self.max_batch) if self.eval_rows is None else self.eval_rows
-
-    def rows_at(self, scale: int) -> int:
-        """At most this many inputs per explanation call of inputs ``scale`` model input sizes across."""
-        return self.max_batch * max(1, self.sized_at // max(1, scale)) ** 2
+        """Inputs per plain or perturbed model call of a metric (no gradients): ``max_batch``."""
+        return self.max_batch
 
     def take(self, n: int) -> Tensor:
         """This shard's item indices among ``n`` items (none when there are fewer items than shards before it)."""
@@ -190,8 +183,7 @@ class Unit:
         stored = self.maps is not None and not self.method.capabilities.model_free  # controls: cheaper to redo
         if self.replay and stored:
             return self.maps.lookup(tag, inputs, targets)
-        scale = inputs.shape[-1] // self.model.input_size[-1] if self.sized_at > 1 else 1
-        maps = self.method.attribute(model or self.model, inputs, targets, max_batch=self.rows_at(scale))
+        maps = self.method.attribute(model or self.model, inputs, targets, max_batch=self.max_batch)
         if stored and not self.replay:
             self.maps.add(tag, inputs, targets, maps)
         return maps

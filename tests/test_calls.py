@@ -5,6 +5,7 @@ whose model runs out of memory above a few rows finishes with the unforced run's
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -15,8 +16,10 @@ from torch import nn
 import faithbench
 from faithbench.bench.run.runner import run
 from faithbench.bench.run.suite import build_suite
-from faithbench.calls import forget_sizes, found_sizes, in_chunks, ladder, out_of_memory
+from faithbench.calls import GPU_ROWS, forget_sizes, found_sizes, in_chunks, ladder, out_of_memory
 from faithbench.errors import UserError
+from faithbench.metrics import MetricResult, MetricSpec, register_metric
+from faithbench.metrics.registry import METRICS
 from faithbench.models import MODELS
 
 
@@ -132,3 +135,47 @@ def test_a_run_that_runs_out_of_memory_finishes_with_the_unforced_scores(tmp_pat
     assert any("with gradients" in k for k in sizes) and any("without gradients" in k for k in sizes)
     plain = [json.loads(p.read_text()) for p in (tmp_path / "plain" / "units").glob("*.json")]
     assert all(u["call_sizes"] == {} for u in plain)
+
+
+@dataclass(frozen=True)
+class _GridConfig:
+    side: int = 3
+
+
+def _grid_share(unit, cfg):
+    """A plugin metric with no cost hook: each sample tiled ``side`` x ``side`` and explained whole (inputs 9x a
+    model input), the share of the map in its first tile, and the model's score of the grid (its own calls)."""
+    x, t, ids = unit.samples()
+    grids = x.repeat(1, 1, cfg.side, cfg.side)
+    maps = unit.explain(grids, t).abs()
+    cell = x.shape[-1]
+    values = maps[:, :cell, :cell].sum((1, 2)) / maps.sum((1, 2)).clamp_min(1e-12)
+    with torch.no_grad():
+        values = (
+            values + 0 * torch.cat(in_chunks(lambda s, e: unit.forward(grids[s:e]), len(grids), unit.eval_batch))[:, 0]
+        )
+    return MetricResult(values=values, undefined=torch.zeros_like(values, dtype=torch.bool), sample_ids=ids,
+                        params={"side": cfg.side}, explained="grid_share")  # fmt: skip
+
+
+def test_a_plugin_metric_without_a_cost_hook_is_never_called_beyond_what_fits(tmp_path):
+    """Nothing sizes a plugin's calls ahead: from a GPU's top of the ladder, its grids (9x a model input) step down
+    like every call, so a model that fits 5 rows finishes them with the unforced scores."""
+    spec = MetricSpec(name="grid_share", description="first-tile share of a grid's map", higher_is_better=True,
+                      evaluate=_grid_share, config=_GridConfig, table="grid_share")  # fmt: skip
+    register_metric(spec)
+    settings = {"name": "plugin", "models": ["tight"], "methods": ["gradient"], "metrics": ["grid_share"],
+                "n_samples": 12, "batch_size": 12, "controls": False, "max_batch": GPU_ROWS}  # fmt: skip
+    try:
+        for side, limit in (("plain", None), ("tight", 5)):
+            forget_sizes()
+            faithbench.wrap_model(_Tight(limit), name="tight", input_size=(28, 28), channels=1, num_classes=10)
+            run(build_suite(settings, "test"), tmp_path / side, device="cpu", progress=False)
+    finally:
+        for registry, name in ((MODELS, "tight"), (METRICS, "grid_share")):
+            if name in registry:
+                registry.unregister(name)
+    a, b = (pd.read_csv(tmp_path / side / "samples.csv") for side in ("plain", "tight"))
+    assert len(a) == len(b) == 12 and np.allclose(a["value"], b["value"], rtol=1e-5, atol=1e-6)
+    units = [json.loads(p.read_text()) for p in (tmp_path / "tight" / "units").glob("*.json")]
+    assert any("(1, 84, 84)" in k and v <= 5 for u in units for k, v in u["call_sizes"].items())

@@ -110,14 +110,15 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
         "--batch-size",
         type=int,
         metavar="N",
-        help="inputs explained per method call (metrics perturb 4x as many per model call); default: the suite's",
+        help="inputs explained per method call (the metrics' own inputs: max_batch per model call); default: the "
+        "suite's",
     )
     p_run.add_argument(
         "--max-batch",
         type=max_batch_arg,
         metavar="auto|N",
-        help="at most this many inputs per model call, in every method and metric; auto: 256 on the CPU, on a GPU "
-        "per model from its free memory (shared by the workers on it); default: the suite's (auto)",
+        help="at most this many inputs per model call, in every method and metric; auto: 256 on the CPU, 16384 on a "
+        "GPU, halved where a call runs out of memory (found by trying); default: the suite's (auto)",
     )
     p_run.add_argument(
         "--pieces",

@@ -56,7 +56,7 @@ class Worker:
 
     rank: int = 0
     world: int = 1
-    sharing: int = 1  # the workers on this worker's device (its calls' share of the memory: bench.run.sizing)
+    sharing: int = 1  # the workers on this worker's device (the dry run states their share of its memory)
 
     @property
     def first(self) -> bool:

@@ -17,9 +17,9 @@ from faithbench.bench.run.distributed import device_named
 from faithbench.bench.run.estimate import Estimate, device_free, estimate
 from faithbench.bench.run.plan import Plan, plan
 from faithbench.bench.run.run_status import plan_table
-from faithbench.bench.run.sizing import Sizes
 from faithbench.bench.run.suite import Suite
 from faithbench.bench.run.time_estimate import other_device, time_from_slice, time_lines
+from faithbench.calls import call_rows
 from faithbench.models.data.datasets import DATASETS
 from faithbench.models.data.hf import HF_DATASETS
 from faithbench.progress import clock_text
@@ -40,11 +40,11 @@ def dry_run_text(
     method) cell, what the counts leave out, the tiers' totals, and what ``out`` holds. ``table_text`` lays a table
     out (the command's text format), ``width`` the paragraphs; ``times_from``: a finished slice of the suite whose
     unit times scale to the plan's (:mod:`faithbench.bench.run.time_estimate`), for the suite and each tier;
-    ``device`` (``auto``: a GPU where this machine has one) and ``workers`` on it: the plan's call sizes
-    (:mod:`faithbench.bench.run.sizing`)."""
+    ``device`` (``auto``: a GPU where this machine has one) and ``workers`` on it: the plan's calls (a GPU's found
+    at run time, :mod:`faithbench.calls`) and each model's memory per input."""
     steps, dev = plan(suite), device_named(device)
     count, image = evaluation_set(suite)
-    cost = estimate(steps, n_images=count, device=dev, workers=workers, image=probe_image(suite, image))
+    cost = estimate(steps, n_images=count, device=dev, image=probe_image(suite, image))
     table = _units_table(steps, cost)
     lines = [
         f"suite {suite.name}: {len(suite.models)} models x {len(steps.jobs)} methods and controls, "
@@ -59,16 +59,16 @@ def dry_run_text(
         which = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
         lines.append(textwrap.fill(f"~ {note} ({which})", width, initial_indent="  ", subsequent_indent="    "))
     lines += [f"  {note}" for note in (*cost.notes, LEFT_OUT)]
-    lines += [textwrap.fill(line, width, subsequent_indent="    ") for line in _over_budget(cost)]
+    lines += [textwrap.fill(line, width, subsequent_indent="    ") for line in _over_budget(cost, dev, workers)]
     if times_from is not None:
-        timed = time_lines(suite, times_from, count, image, dev.type)
+        timed = time_lines(suite, times_from, count, dev.type)
         lines += [textwrap.fill(line, width, subsequent_indent="    ") for line in timed]
     elif dev.type == "cuda":
         lines.append(textwrap.fill(f"time: none for {dev.type} (counts are not seconds): pass --times-from a slice "
                                    "of the suite run on this GPU (e.g. --n-samples 8 --n-grids 4)", width))  # fmt: skip
     for tier in steps.tiers:
         t_count, t_image = evaluation_set(tier.plan.suite)
-        t_cost = estimate(tier.plan, n_images=t_count, device=dev, workers=workers, image=t_image)
+        t_cost = estimate(tier.plan, n_images=t_count, device=dev, image=t_image)
         t_inputs, t_calls = t_cost.total()
         lines.append(
             f"tier {tier.name} (into {out / tier.folder}): ≈ {t_inputs:,} model inputs, ≈ {t_calls:,} calls "
@@ -76,7 +76,7 @@ def dry_run_text(
         )
         tier_slice = times_from / tier.folder if times_from is not None else Path("-")
         if (tier_slice / "run.json").exists() and not other_device(tier_slice, dev.type):
-            timed = time_from_slice(tier.plan.suite, tier_slice, t_count, t_image)
+            timed = time_from_slice(tier.plan.suite, tier_slice, t_count)
             lines.append(f"  time ≈ {clock_text(timed.seconds)} of compute (scaled from {times_from / tier.folder})")
     holds = (
         f"{out} holds a run: `python -m bench status {out}` says how far it got"
@@ -97,27 +97,28 @@ def _units_table(steps: Plan, cost: Estimate) -> pd.DataFrame:
     for kind in ("inputs", "calls"):
         own = by_model[f"model {kind}"] + shared[f"shared {kind}"] + shared[f"before {kind}"]
         table[f"model {kind} ≈"] = [f"{int(own[m]):,}" for m in table["model"]]
-    sizes = shared["sizes"]
-    if any(s.budget is not None for s in sizes):  # sized from a GPU's memory: each model's own
-        for column in ("batch_size", "max_batch", "eval_batch"):
-            table[column] = [f"{getattr(sizes[m], column):,}" for m in table["model"]]
-        table["GiB a call ≈"] = [_call_memory(sizes[m]) for m in table["model"]]
+    measured = shared["input bytes"]
+    if measured.notna().any():  # a GPU plan: each model's memory per input, measured on its architecture
+        table["MB an input ≈"] = [_megabytes(measured[m]) for m in table["model"]]
     return table
 
 
-def _call_memory(sizes: Sizes) -> str:
-    """The largest call's memory on the device, or why there is none."""
-    return "not probed" if sizes.call_bytes is None else f"{sizes.call_bytes / 2**30:.1f}"
+def _megabytes(n: float | None) -> str:
+    return "not measured" if n is None or pd.isna(n) else f"{n / 2**20:,.1f}"
 
 
-def _over_budget(cost: Estimate) -> list[str]:
-    """A line per model whose largest call would take more than the memory its calls may use."""
+def _over_budget(cost: Estimate, device: torch.device, workers: int) -> list[str]:
+    """A line per model of which one input with gradients takes more than its worker's share of the GPU's free
+    memory (no call size fits it)."""
+    free = device_free(device)
+    if free is None:
+        return []
+    share = free / workers
     return [
-        f"! {name}: its largest call ≈ {s.call_bytes / 2**30:.1f} GiB, more than the {s.budget / 2**30:.1f} GiB its "
-        f"calls may take (the sizes do not go below {s.max_batch} inputs a call): give a smaller max_batch, or expect "
-        "it to run out of memory"
-        for name, s in zip(cost.models["model"], cost.models["sizes"], strict=True)
-        if s.call_bytes is not None and s.budget is not None and s.call_bytes > s.budget
+        f"! {name}: one input with gradients ≈ {n / 2**30:.1f} GiB, more than the {share / 2**30:.1f} GiB free for "
+        "each worker: it will not fit (a smaller model, fewer workers or another device)"
+        for name, n in zip(cost.models["model"], cost.models["input bytes"], strict=True)
+        if n is not None and not pd.isna(n) and n > share
     ]
 
 
@@ -150,7 +151,7 @@ def _summary(suite: Suite, cost: Estimate, device: torch.device, workers: int) -
         f"≈ {inputs:,} model inputs in all: an estimate of the images through the models (a backward pass counted "
         f"with its forward; {each:,} of them shared by a model's units, {before:,} choosing items for every model "
         f"before any unit), not of model calls, which follow from the batch sizes: ≈ {calls:,} calls on "
-        f"{_device_text(device, workers)} at {_sizes_text(cost)}. "
+        f"{_device_text(device, workers)} at {_sizes_text(suite, device)}. "
         "Per unit above: - the model refuses the method; ? it "
         "may refuse it when it loads (its rules need layers the model may lack); ~ an estimate:"
     )
@@ -164,13 +165,15 @@ def _device_text(device: torch.device, workers: int) -> str:
     return f"{device} ({free}, {workers} worker{'s' if workers > 1 else ''} on it)"
 
 
-def _sizes_text(cost: Estimate) -> str:
-    """The sizes: the suite's, or where a GPU's memory sized them, each model's (the table's columns)."""
-    if all(s.budget is None for s in cost.models["sizes"]):
-        return cost.models["sizes"].iloc[0].text()
+def _sizes_text(suite: Suite, device: torch.device) -> str:
+    """The call sizes: the CPU's, or where a GPU's start (found by trying at run time)."""
+    rows = call_rows(suite.max_batch, device)
+    text = f"batch_size {suite.batch_size} (inputs explained a call), at most {rows:,} inputs a model call"
+    if device.type != "cuda":
+        return text
     return (
-        "each model's batch_size, max_batch (calls with gradients) and eval_batch (the metrics' own inputs) from the "
-        "device's memory, in the table above"
+        f"{text}: where each model's calls start on a GPU, halving where one runs out of memory (the sizes are "
+        "found at run time, so these are the fewest calls the run can make; each unit records the sizes it used)"
     )
 
 

@@ -11,7 +11,8 @@ the first unit of the model that asks). A selection shared across models (a metr
 deciding model what its own selection would, once, before any unit, and appears in no result row.
 
 Model inputs count images through the model, a backward pass with its forward, as the result rows' ``model_inputs``
-do; the calls follow from the suite's batch sizes. A model that is not loaded is a stand-in that carries what the
+do; the calls follow from the suite's batch sizes (on a GPU, from the top of the ladder its calls step down from:
+the fewest they can be). A model that is not loaded is a stand-in that carries what the
 model registry says of it (family, modality, ViT or not, input size, a positional embedding); whether a method's
 rules cover a model's layers is known only when it loads, so such units are counted (``known`` False).
 """
@@ -27,14 +28,7 @@ from torch import Tensor, nn
 
 from faithbench.attributions import AttributionMethod, UnsupportedMethodError
 from faithbench.bench.run.plan import Plan
-from faithbench.bench.run.sizing import (
-    ASSUMED_FREE_GIB,
-    AUTO,
-    Sizes,
-    free_bytes,
-    image_probe,
-    model_sizes,
-)
+from faithbench.calls import call_rows
 from faithbench.metrics.spec import MetricCost, Unit
 from faithbench.models import zoo
 from faithbench.models.adapter import POSITIONAL_EMBEDDING, ModelAdapter
@@ -43,6 +37,7 @@ from faithbench.models.text_encoding import MAX_LENGTH
 from faithbench.models.truth.image_exact import DEFAULT_LAYOUT, IDENTITY
 
 UNDECLARED = "the method declares no cost: counted as one forward and backward pass per explanation"
+ASSUMED_FREE_GIB = 80.0  # a GPU plan's free memory where this machine has no GPU: an H100's
 
 
 @dataclass(frozen=True)
@@ -127,52 +122,41 @@ def _count(item: MetricCost, unit: Unit, per: int, share: bool) -> tuple[int, in
     for start in range(0, rows, b):
         end = min(start + b, rows)
         n = (end - 1) // r - start // r + 1 if share else end - start
-        calls += item.passes * unit.method.model_calls(n, per, unit.rows_at(item.input_scale))
+        calls += item.passes * unit.method.model_calls(n, per, unit.max_batch)
         inputs += item.passes * n * per
     return inputs, calls
 
 
 def _unit(
-    steps: Plan, model: ModelAdapter, method: AttributionMethod, n_images: int, piece: int, shared: dict, sizes: Sizes
+    steps: Plan, model: ModelAdapter, method: AttributionMethod, n_images: int, piece: int, shared: dict, rows: int
 ) -> Unit:
     suite = steps.suite
     samples = min(suite.n_samples, n_images) if n_images else suite.n_samples
     return Unit(model=model, method=method, images=torch.empty(n_images, 0), labels=torch.zeros(n_images).long(),
-                sample_ids=torch.arange(samples), batch_size=sizes.batch_size, device=torch.device("cpu"), rank=piece,
-                world=suite.pieces, max_batch=sizes.max_batch, eval_rows=sizes.eval_rows,
-                sized_at=sizes.sized_at, shared=shared)  # fmt: skip
+                sample_ids=torch.arange(samples), batch_size=suite.batch_size, device=torch.device("cpu"), rank=piece,
+                world=suite.pieces, max_batch=rows, shared=shared)  # fmt: skip
 
 
-def input_scale(steps: Plan, model: ModelAdapter) -> tuple[int, int]:
-    """The largest inputs of ``model`` in the plan, in model input sizes across (``MetricCost.input_scale``): those it
-    explains (calls with gradients) and those the metrics score themselves (without)."""
-    explained = scored = 1
-    for job in steps.jobs:
-        unit = _unit(steps, model, job.build(), 0, 0, {}, Sizes(1, 1))
-        for _, item in _items(steps, unit):
-            if item is not None:
-                explained = max(explained, item.input_scale if item.explanations else 1)
-                scored = max(scored, item.input_scale if item.inputs else 1)
-    return explained, scored
+def input_bytes(module: nn.Module, model: ModelAdapter, image: Tensor) -> int:
+    """The bytes one input of ``model`` (``image``, one in [0, 1], encoded) adds to a forward and backward of
+    ``module`` (its network or an architecture of it): what autograd keeps for the backward pass, each storage once
+    (1 row from 3; the weights, kept in both, cancel). A call without gradients keeps less."""
+    weight = next(module.parameters(), None)
+    one = model.encode(image[:1].to(weight.device if weight is not None else "cpu"))
 
+    def saved(n: int) -> int:
+        storages: dict[tuple[int, str], int] = {}
 
-def plan_sizes(
-    steps: Plan,
-    model: ModelAdapter,
-    free: int | None,
-    workers: int,
-    image: Tensor | None,
-    module: nn.Module | None,
-    tiled: bool = True,
-) -> Sizes:
-    """``model``'s call sizes in the plan (:func:`~faithbench.bench.run.sizing.model_sizes`) on a device with ``free``
-    bytes (None: the CPU) shared by ``workers``, its memory probed on ``module`` (the model's own or an architecture
-    of it; None: not probed) with ``image`` (one evaluation image) at the plan's largest inputs (``tiled`` False: at
-    the model's own size, charged the area: :func:`~faithbench.bench.run.sizing.image_probe`)."""
-    suite = steps.suite
-    scales = input_scale(steps, model) if free is not None and suite.max_batch == AUTO else (1, 1)
-    probe = image_probe(module, model, image, scales, tiled)
-    return model_sizes(suite.batch_size, suite.max_batch, free, probe, workers, scales[0])
+        def pack(t: Tensor) -> Tensor:
+            storages[(t.untyped_storage().data_ptr(), str(t.device))] = t.untyped_storage().nbytes()
+            return t
+
+        rows = one.expand(n, *one.shape[1:]).contiguous().requires_grad_(True)
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            module(rows)
+        return sum(storages.values())
+
+    return max(1, (saved(3) - saved(1)) // 2)
 
 
 def architecture(name: str) -> nn.Module | None:
@@ -205,26 +189,24 @@ def estimate(
     n_images: int | None = None,
     *,
     device: torch.device | str = "cpu",
-    workers: int = 1,
     image: Tensor | None = None,
 ) -> Estimate:
     """The cost of running ``steps`` (the models in ``models`` as they are, the others as :func:`stand_in` describes
     them) on an evaluation set of ``n_images`` images (None: not read; work per image is then not counted), on
-    ``device`` shared by ``workers`` (a GPU sizes its calls from its memory, probed with ``image``, one evaluation
-    image: :mod:`faithbench.bench.run.sizing`; a GPU this machine cannot see is assumed to have
-    ``ASSUMED_FREE_GIB`` free)."""
+    ``device``: calls of the suite's ``max_batch`` there (:func:`faithbench.calls.call_rows`; a GPU's are the fewest
+    its calls can be: it finds smaller sizes by trying). On a GPU each image model's memory per input with gradients
+    is measured on its architecture with ``image`` (one evaluation image: :func:`input_bytes`; ``input bytes``, None
+    where it is not measured)."""
     suite, models = steps.suite, dict(models or {})
     deciding = {x.name: x.deciders for x in steps.metrics}
     shared = {name: None for name, who in deciding.items() if who}
     notes = [] if n_images else ["the data set was not read: the work per evaluation image (selections) is left out"]
-    free = device_free(torch.device(device))
-    rows, per_model, skipped = [], [], {}
+    rows, gpu = call_rows(suite.max_batch, device), torch.device(device).type == "cuda"
+    units, per_model, skipped = [], [], {}
     for name in suite.models:
         model = models.get(name) or stand_in(name)
-        module = model.module if name in models else architecture(name) if free is not None else None
-        # a registry architecture is ImageNet-sized: probed at its own size on the host (see image_probe)
-        tiled = name in models or MODELS.get(name).source == "zoo"
-        sizes = plan_sizes(steps, model, free, workers, image, module, tiled)
+        module = model.module if name in models else architecture(name) if gpu else None
+        measured = gpu and module is not None and image is not None and model.modality == "image"
         model_work: dict[tuple[int, Hashable], tuple[int, int]] = {}  # (piece, key): once per model and piece
         for job in steps.jobs:
             method = job.build()
@@ -232,25 +214,29 @@ def estimate(
             if why:
                 skipped[(name, job.name)] = why
                 continue
-            inputs, calls, found, missing = _unit_cost(steps, model, method, n_images or 0, shared, model_work, sizes)
+            inputs, calls, found, missing = _unit_cost(steps, model, method, n_images or 0, shared, model_work, rows)
             notes += [f"metric {metric} declares no cost: not counted" for metric in sorted(missing)]
             known = name in models or type(method)._check is AttributionMethod._check
-            rows.append({"model": name, "method": job.name, "model inputs": inputs, "model calls": calls,
-                         "known": known, "notes": tuple(sorted(found))})  # fmt: skip
-        before = _before(steps, model, deciding, n_images or 0, sizes)
+            units.append({"model": name, "method": job.name, "model inputs": inputs, "model calls": calls,
+                          "known": known, "notes": tuple(sorted(found))})  # fmt: skip
+        before = _before(steps, model, deciding, n_images or 0, rows)
         per_model.append({"model": name, "shared inputs": sum(i for i, _ in model_work.values()),
                           "shared calls": sum(c for _, c in model_work.values()),
-                          "before inputs": before[0], "before calls": before[1], "sizes": sizes})  # fmt: skip
-    units = pd.DataFrame(rows, columns=["model", "method", "model inputs", "model calls", "known", "notes"])
-    return Estimate(units, pd.DataFrame(per_model), skipped, tuple(dict.fromkeys(notes)))
+                          "before inputs": before[0], "before calls": before[1],
+                          "input bytes": input_bytes(module, model, image) if measured else None})  # fmt: skip
+    frame = pd.DataFrame(units, columns=["model", "method", "model inputs", "model calls", "known", "notes"])
+    return Estimate(frame, pd.DataFrame(per_model), skipped, tuple(dict.fromkeys(notes)))
 
 
 def device_free(device: torch.device) -> int | None:
-    """The free memory a plan on ``device`` sizes its calls by: the GPU's own where this machine has it, else
-    ``ASSUMED_FREE_GIB``; None on the CPU."""
+    """The free memory of a plan's GPU: its own where this machine has it, else ``ASSUMED_FREE_GIB``; None on the
+    CPU."""
     if device.type != "cuda":
         return None
-    return free_bytes(device) if torch.cuda.is_available() else int(ASSUMED_FREE_GIB * 2**30)
+    if not torch.cuda.is_available():
+        return int(ASSUMED_FREE_GIB * 2**30)
+    free, _ = torch.cuda.mem_get_info(device)
+    return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
 
 
 def _unit_cost(
@@ -260,7 +246,7 @@ def _unit_cost(
     n_images: int,
     shared: dict,
     model_work: dict,
-    sizes: Sizes,
+    rows: int,
 ) -> tuple[int, int, set[str], set[str]]:
     """(model inputs, model calls, notes, the metrics that declare no cost) of one unit over its pieces; the work its
     model's units share goes into ``model_work`` (each key once per piece, whichever unit asks first)."""
@@ -271,7 +257,7 @@ def _unit_cost(
     found: set[str] = {UNDECLARED} if declared is None else set()
     missing: set[str] = set()
     for piece in range(steps.suite.pieces):
-        unit, seen = _unit(steps, model, method, n_images, piece, shared, sizes), set()
+        unit, seen = _unit(steps, model, method, n_images, piece, shared, rows), set()
         for metric, item in _items(steps, unit):
             if item is None:
                 missing.add(metric)
@@ -288,7 +274,7 @@ def _unit_cost(
 
 
 def _before(
-    steps: Plan, model: ModelAdapter, deciding: dict[str, tuple[str, ...]], n_images: int, sizes: Sizes
+    steps: Plan, model: ModelAdapter, deciding: dict[str, tuple[str, ...]], n_images: int, rows: int
 ) -> tuple[int, int]:
     """What ``model`` computes before any unit: for each metric whose items it decides for every model, the work of
     choosing its own (the metric's per-model work, asked as if nothing were shared)."""
@@ -297,7 +283,7 @@ def _before(
     for metric in steps.metrics:
         if method is None or model.name not in deciding.get(metric.name, ()) or metric.spec.cost is None:
             continue
-        unit = _unit(steps, model, method, n_images, 0, {}, sizes)
+        unit = _unit(steps, model, method, n_images, 0, {}, rows)
         for item in metric.spec.cost(unit, metric.config):
             if item.scope == "model":
                 i, c = _count(item, unit, 0, False)

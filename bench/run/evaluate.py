@@ -15,7 +15,6 @@ import torch
 from faithbench.bench.run.counters import Cost, Turn, charging, metering
 from faithbench.bench.run.pairing import items_of
 from faithbench.bench.run.plan import MetricJob
-from faithbench.bench.run.sizing import Sizes
 from faithbench.bench.run.suite import Suite
 from faithbench.metrics.spec import MetricResult, MetricSpec, Unit
 
@@ -53,10 +52,11 @@ def suite_unit(
     data: EvalData,
     sample_ids: torch.Tensor,
     device: torch.device,
-    sizes: Sizes,
+    max_batch: int,
     **state: Any,
 ) -> Unit:
-    """A (model, method) unit on ``suite``'s data with the model's call ``sizes`` (:mod:`faithbench.bench.run.sizing`);
+    """A (model, method) unit on ``suite``'s data, at most ``max_batch`` inputs per model call (where
+    :func:`faithbench.calls.in_chunks` starts);
     ``state``: the caller's own fields (the shard, the model's cache, the map store, the shared items: those of the
     model's group, :func:`~faithbench.bench.run.pairing.items_of`)."""
     if state.get("shared"):
@@ -67,11 +67,9 @@ def suite_unit(
         images=data.images,
         labels=data.labels,
         sample_ids=sample_ids,
-        batch_size=sizes.batch_size,
+        batch_size=suite.batch_size,
         device=device,
-        max_batch=sizes.max_batch,
-        eval_rows=sizes.eval_rows,
-        sized_at=sizes.sized_at,
+        max_batch=max_batch,
         **state,
     )
 

@@ -59,10 +59,10 @@ def share_items(
     data: EvalData,
     device: torch.device,
     load: Callable[[str], ModelAdapter],
-    batch: Callable[[ModelAdapter], int],
+    batch: int,
 ) -> dict[str, SharedItems]:
-    """The shared items of every metric of the plan that shares them (loading each deciding model once; ``batch``: a
-    model's inputs per call)."""
+    """The shared items of every metric of the plan that shares them (loading each deciding model once; ``batch``:
+    inputs per model call at most)."""
     wanted: dict[str, tuple[str, ...]] = {}  # the shared items' key (METRIC, or METRIC@K by build) -> its deciders
     metrics: dict[str, MetricJob] = {}
     for metric in plan.metrics:
@@ -76,7 +76,7 @@ def share_items(
         for name, models in wanted.items():
             if model_name in models:
                 eligible, score = metrics[name].spec.eligibility(
-                    model, data.images, data.labels, metrics[name].config, device, batch(model)
+                    model, data.images, data.labels, metrics[name].config, device, batch
                 )
                 parts[name].append((eligible.cpu().bool(), score.detach().cpu().double()))
         del model

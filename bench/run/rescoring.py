@@ -27,10 +27,10 @@ from faithbench.bench.run.pairing import load_shared
 from faithbench.bench.run.plan import metric_jobs
 from faithbench.bench.run.provenance import provenance
 from faithbench.bench.run.runner import resolve_device, sample_ids
-from faithbench.bench.run.sizing import Sizes, suite_max_batch
 from faithbench.bench.run.suite import recorded_suite, with_overrides
 from faithbench.bench.store.folder_lock import FolderLock
 from faithbench.bench.store.results import RunStore, contestants, read_results
+from faithbench.calls import call_rows
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text, writable_folder
 from faithbench.metrics.mapstore import MapStore, MissingMapsError
@@ -128,10 +128,8 @@ def _rescore(
         if unit["model"] not in models:  # one model in memory at a time, its grids shared by its methods
             models = {unit["model"]: (load_model(unit["model"], device=dev), {})}
         model, model_cache = models[unit["model"]]
-        recorded = unit.get("max_batch") or suite_max_batch(suite.max_batch)  # the run's calls again
-        batch = unit.get("batch_size", suite.batch_size)
-        sizes = Sizes(batch, recorded, unit.get("eval_rows"), sized_at=unit.get("sized_at", 1))
-        job = suite_unit(suite, model, method, data, ids, dev, sizes, model_cache=model_cache, maps=maps, replay=True,
+        rows = unit.get("max_batch") or call_rows(suite.max_batch, dev)  # the run's calls again
+        job = suite_unit(suite, model, method, data, ids, dev, rows, model_cache=model_cache, maps=maps, replay=True,
                          shared=shared)  # fmt: skip
         metrics = {m: rec for m, rec in unit["metrics"].items() if m not in per_metric}
         for metric in per_metric:

@@ -30,13 +30,11 @@ from tqdm.auto import tqdm
 
 from faithbench.bench.run.data import load_data
 from faithbench.bench.run.distributed import Worker, device_named
-from faithbench.bench.run.estimate import input_scale, stand_in
 from faithbench.bench.run.fit import check_own_models, held_out_accuracy
 from faithbench.bench.run.pairing import SharedItems, save_shared, share_items, shared_digest
 from faithbench.bench.run.plan import Plan, plan, resume_count
 from faithbench.bench.run.preflight import check_before_compute
 from faithbench.bench.run.provenance import provenance, registry_catalog
-from faithbench.bench.run.sizing import AUTO, free_bytes, image_probe, model_sizes, suite_max_batch
 from faithbench.bench.run.suite import Suite
 from faithbench.bench.run.suite_files import plugin_folders
 from faithbench.bench.run.work import Outcome, Work
@@ -44,10 +42,10 @@ from faithbench.bench.store.folder_lock import FolderLock
 from faithbench.bench.store.identity import write as write_identical
 from faithbench.bench.store.results import RunStore
 from faithbench.bench.store.unit_files import UnitFiles
+from faithbench.calls import call_rows
 from faithbench.errors import UserError
 from faithbench.io import atomic_write_text
 from faithbench.models import load_model, zoo
-from faithbench.models.adapter import ModelAdapter
 from faithbench.progress import progress_bar, quiet
 
 # Rewriting the result tables takes ~1 s on a full suite: after a unit they are rewritten at most this
@@ -190,24 +188,14 @@ def _run(steps: Plan, out: Path, dev: torch.device, worker: Worker, progress: bo
     suite = steps.suite
     data = load_data(suite)
     ids = sample_ids(suite, len(data.labels))
-    batch = min(4 * suite.batch_size, suite_max_batch(suite.max_batch))  # a user's model, before it is sized
+    batch = call_rows(suite.max_batch, dev)  # inputs per call at most: where faithbench.calls' ladder starts
     check_own_models(suite, data, dev)  # a user's model that does not fit: refused here
     accuracy: dict[str, dict] = {}
     if worker.first:  # the builds under their own progress; another worker waits on a build's lock, then loads
         zoo.build_missing(suite.models)
         accuracy = held_out_accuracy(suite, data, dev, batch)  # every model's line, recorded in run.json
 
-    # a deciding model's calls before any unit: sized as its units' (a closure without the plan: the walk stays short)
-    free, image, workers = free_bytes(dev), data.images[:1], worker.sharing
-    batch_size, max_batch = suite.batch_size, suite.max_batch
-    sized = free is not None and max_batch == AUTO
-    scales = {m: input_scale(steps, stand_in(m)) for x in steps.metrics for m in x.deciders} if sized else {}
-
-    def batch_of(model: ModelAdapter) -> int:
-        probe = image_probe(model.module, model, image, scales.get(model.name, (1, 1)))
-        return model_sizes(batch_size, max_batch, free, probe, workers).eval_batch
-
-    shared = share_items(steps, data, dev, lambda name: load_model(name, device=dev), batch_of)
+    shared = share_items(steps, data, dev, lambda name: load_model(name, device=dev), batch)
     digest = shared_digest(shared)  # part of every unit's key: the items depend on every deciding model
     prov = provenance(dev, suite.seed)
     writer = _Writer(
@@ -231,7 +219,7 @@ def _run(steps: Plan, out: Path, dev: torch.device, worker: Worker, progress: bo
 
     work = Work(
         steps=steps, data=data, ids=ids, device=dev, shared=shared, digest=digest, prov=prov, files=files,
-        paused=bar.paused, newly_done=newly_done, verbose=worker.first, sharing=worker.sharing,
+        paused=bar.paused, newly_done=newly_done, verbose=worker.first,
     )  # fmt: skip
     try:  # worker 0 waits for the others' pieces
         finished = work.run(wait=worker.first, poll_s=POLL_S)

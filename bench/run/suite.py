@@ -18,8 +18,8 @@ from typing import Any
 from faithbench.attributions import CORRUPTION_CONTROLS, METHODS, get_method
 from faithbench.attributions import RUN_CONTROLS as CONTROLS
 from faithbench.bench.run.data import text_tokenizer
-from faithbench.bench.run.sizing import AUTO
 from faithbench.bench.run.suite_files import import_plugins, suite_path, tiers
+from faithbench.calls import AUTO
 from faithbench.config import from_table, to_dict
 from faithbench.errors import ParameterError, UserError
 from faithbench.metrics.baselines import TEXT_BASELINES
@@ -67,8 +67,8 @@ class Suite:
     seed: int = 0
     n_samples: int = 64
     batch_size: int = 64
-    # inputs per model call, for every method and metric: auto = the CPU's 256, a GPU's from its memory per model
-    # (bench.run.sizing; not in the resume key: memory only)
+    # inputs per model call at most, for every method and metric: auto = 256 on the CPU, from 16384 down on a GPU by
+    # trying (faithbench.calls; not in the resume key: memory only)
     max_batch: int | str = AUTO
     store_maps: bool = True  # keep every unit's maps for ``bench rescore`` (not in the resume key)
     pieces: int = 1  # each unit split into this many pieces that workers share (bench.store.pieces)

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-import torch
 
 from faithbench.bench.run.estimate import Estimate, estimate
 from faithbench.bench.run.plan import plan
@@ -88,12 +87,9 @@ def slice_seconds(folder: Path) -> tuple[pd.DataFrame, str]:
     return units[["seconds"]].reset_index(), ", ".join(devices)
 
 
-def time_from_slice(
-    suite: Suite, folder: Path, n_images: int | None = None, image: torch.Tensor | None = None
-) -> TimeEstimate:
+def time_from_slice(suite: Suite, folder: Path, n_images: int | None = None) -> TimeEstimate:
     """The time of running ``suite``, scaled from the finished run (a slice of it) in ``folder``; ``n_images``: the
-    evaluation set's size (the work per image, a grid selection, is then counted in both); ``image``: its first image
-    (a slice run on a GPU: both plans' calls sized from its memory, one worker's share)."""
+    evaluation set's size (the work per image, a grid selection, is then counted in both)."""
     run_json = folder / "run.json"
     if not run_json.exists():
         raise UserError(
@@ -101,7 +97,7 @@ def time_from_slice(
         )
     sliced = recorded_suite(json.loads(run_json.read_text()), run_json)
     measured, device = slice_seconds(folder)
-    on = {"n_images": n_images, "device": "cuda" if "cuda" in device else "cpu", "image": image}
+    on = {"n_images": n_images, "device": "cuda" if "cuda" in device else "cpu"}
     planned = unit_work(estimate(plan(sliced), **on))
     before = planned.merge(measured, on=["model", "method"], how="inner")
     if before.empty:
@@ -161,7 +157,6 @@ def time_lines(
     suite: Suite,
     folder: Path,
     n_images: int | None = None,
-    image: torch.Tensor | None = None,
     device: str = "cpu",
 ) -> list[str]:
     """The dry run's lines on time: the total and per model, and which units are borrowed or missing. ``device``: the
@@ -170,7 +165,7 @@ def time_lines(
     other = other_device(folder, device)
     if other:
         return [other]
-    est = time_from_slice(suite, folder, n_images, image)
+    est = time_from_slice(suite, folder, n_images)
     per_model = ", ".join(f"{m} {clock_text(s)}" for m, s in est.by_model().items())
     by_calls, by_inputs = est.bracket()
     total, took = clock_text(est.seconds), clock_text(est.slice_seconds)

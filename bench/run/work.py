@@ -21,15 +21,13 @@ import torch
 from tqdm.auto import tqdm
 
 from faithbench.attributions import UnsupportedMethodError
-from faithbench.bench.run.estimate import plan_sizes
 from faithbench.bench.run.evaluate import evaluate_unit, suite_unit
 from faithbench.bench.run.fingerprints import fingerprint, identical_pairs
 from faithbench.bench.run.pairing import SharedItems
 from faithbench.bench.run.plan import Job, Plan, unit_key
-from faithbench.bench.run.sizing import Sizes, free_bytes
 from faithbench.bench.store.identity import warning_line
 from faithbench.bench.store.unit_files import Piece, UnitFiles
-from faithbench.calls import found_sizes
+from faithbench.calls import call_rows, found_sizes
 from faithbench.metrics.mapstore import MapStore
 from faithbench.models import load_model
 from faithbench.models.adapter import ModelAdapter
@@ -86,7 +84,6 @@ class Work:
     paused: Callable[[], AbstractContextManager] = nullcontext
     newly_done: Callable[[Pair, bool], None] = lambda pair, computed: None
     verbose: bool = True
-    sharing: int = 1  # the workers on this device: its memory's share (bench.run.sizing)
     keys: dict[Pair, str | None] = field(default_factory=dict, init=False)  # None: the method cannot explain it
     meta: dict[Pair, dict] = field(default_factory=dict, init=False)
     done: dict[Pair, dict] = field(default_factory=dict, init=False)
@@ -96,7 +93,6 @@ class Work:
     model: ModelAdapter | None = field(default=None, init=False)
     model_name: str | None = field(default=None, init=False)
     model_caches: dict[int, dict] = field(default_factory=dict, init=False)  # per piece: what units share (grids)
-    sizes: dict[str, Sizes] = field(default_factory=dict, init=False)  # per model: its call sizes here
 
     @property
     def total(self) -> int:
@@ -127,19 +123,13 @@ class Work:
             self.release_model()
             with self.paused():
                 self.model, self.model_name = load_model(name, device=self.device), name
-                if name not in self.sizes:  # the probe runs once per model and worker
-                    self.sizes[name] = self._sizes(self.model)
         assert self.model is not None
         return self.model
 
-    def _sizes(self, model: ModelAdapter) -> Sizes:
-        """The model's call sizes on this worker's device (:mod:`faithbench.bench.run.sizing`), stated when a GPU's
-        memory sized them."""
-        free = free_bytes(self.device)
-        sizes = plan_sizes(self.steps, model, free, self.sharing, self.data.images[:1], model.module)
-        if self.verbose and sizes.budget is not None:
-            tqdm.write(f"{model.name}: {sizes.text()}", file=sys.stderr)
-        return sizes
+    @property
+    def max_batch(self) -> int:
+        """Inputs per model call at most, where :func:`faithbench.calls.in_chunks` starts on this device."""
+        return call_rows(self.steps.suite.max_batch, self.device)
 
     def release_model(self) -> None:
         self.model, self.model_name, self.model_caches = None, None, {}
@@ -218,10 +208,8 @@ class Work:
             "method_params": method.params,
             "model_info": model_record(model.info),
             # the cost columns depend on them, scores do not (a re-score replays them)
-            "max_batch": self.sizes[name].max_batch,
-            "batch_size": self.sizes[name].batch_size,
-            "eval_rows": self.sizes[name].eval_rows,
-            "sized_at": self.sizes[name].sized_at,
+            "max_batch": self.max_batch,
+            "batch_size": self.steps.suite.batch_size,
             # what the rows say of the data (``compare`` and ``report`` combine runs on them)
             "dataset": self.steps.suite.dataset,
             "n_samples": self.steps.suite.n_samples,
@@ -230,7 +218,7 @@ class Work:
 
     def _unit_of(self, name: str, job: Job, ids: torch.Tensor, **state: Any) -> Any:
         model = self.load(name)
-        return suite_unit(self.steps.suite, model, job.build(), self.data, ids, self.device, self.sizes[name], **state)
+        return suite_unit(self.steps.suite, model, job.build(), self.data, ids, self.device, self.max_batch, **state)
 
     def _piece(self, name: str, job: Job, c: int) -> Piece:
         """Piece ``c``: every metric on the unit's items i with i % pieces == c, with its maps."""

@@ -209,6 +209,8 @@ def test_a_dry_run_prints_the_estimate_and_computes_nothing(tmp_path, capsys, mo
     words = " ".join(text.split())
     assert f"≈ {inputs:,} model inputs in all: an estimate of the images through the models" in words
     assert "(a backward pass counted with its forward;" in words and "not of model calls" in words
-    assert f"≈ {calls:,} calls on the CPU at batch_size 3, max_batch 256" in words
+    assert (
+        f"≈ {calls:,} calls on the CPU at batch_size 3 (inputs explained a call), at most 256 inputs a model" in words
+    )
     assert "~ slic: 49 segments" in words  # LIME's estimated segment count, as a note
     assert not out.exists()

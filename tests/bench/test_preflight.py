@@ -147,8 +147,8 @@ def test_synset_folders_keep_their_imagenet_labels(tmp_path):
 
 
 def test_a_gpu_plan_of_imagenet_models_states_memory_and_disk(tmp_path, capsys):
-    # a registry model's architecture is probed at its own size (seeded random weights, no download); GridPG's 3 x 3
-    # grids charge 9 times that: more than the calls may take, which the plan says
+    # a registry model's architecture is measured at its own size (seeded random weights, no download): its memory per
+    # input with gradients, and the plan says the GPU's call sizes are found at run time
     suite = tmp_path / "mem.toml"
     suite.write_text(
         'name = "mem"\ndataset = "imagefolder"\nmodels = ["resnet50"]\nmethods = ["input_x_gradient"]\n'
@@ -158,8 +158,9 @@ def test_a_gpu_plan_of_imagenet_models_states_memory_and_disk(tmp_path, capsys):
     args = ["run", "--suite", str(suite), "--data-root", str(root), "--dry-run", "--out", str(tmp_path / "o")]
     main([*args, "--device", "cuda"])
     out = capsys.readouterr().out
-    assert "GiB a call ≈" in out
+    assert "MB an input ≈" in out
     flat = " ".join(out.split())
-    assert "! resnet50: its largest call ≈" in flat and "give a smaller max_batch, or expect it to run out" in flat
+    assert "at most 16,384 inputs a model call: where each model's calls start on a GPU, halving where" in flat
+    assert "found at run time" in flat and "! resnet50" not in flat  # one input fits an 80 GiB GPU
     assert f"GiB free at {tmp_path}" in flat and "the run keeps every unit's attribution maps" in flat
     assert "time: none for cuda (counts are not seconds)" in flat

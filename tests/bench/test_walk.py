@@ -77,8 +77,6 @@ def test_a_job_enters_no_registry_and_no_suite_lookup(tmp_path, monkeypatch):
             "bench/run/runner.py",  # the writer and the progress, told of each finished unit
             "bench/run/evaluate.py",
             "bench/run/counters.py",  # the meter of the model's calls
-            "bench/run/sizing.py",  # a model's call sizes, once when it loads (a GPU's from its memory)
-            "bench/run/estimate.py",  # ... at the plan's largest inputs, read from the metrics' declared costs
             "bench/run/fingerprints.py",  # the identical-maps check's fingerprint of the unit
             "bench/store/identity.py",
             "bench/store/examples.py",
