@@ -108,6 +108,12 @@ class MetricSpec:
     given_maps: bool = False
     refuses: Callable[[Any], str | None] | None = None
 
+    def evaluates(self, unit: Unit) -> bool:
+        """Whether a run scores ``unit`` with this metric (the run and its estimate both ask): it applies to the
+        unit's method, and the ``oracle`` control only where the metric knows the evidence."""
+        applies = self.applies is None or self.applies(unit) is None
+        return applies and (self.ground_truth or not unit.method.capabilities.ground_truth)
+
     def availability(self, modality: str) -> str | None:
         """Why the metric cannot run in a suite of ``modality`` (None: it can). ``list`` and ``run`` both use it."""
         if modality not in self.modalities:

@@ -202,6 +202,35 @@ def positional_contribution(module: nn.Module, inputs: Tensor, targets: Tensor) 
     return sum((g * leaf).flatten(1).sum(1) for g, leaf in zip(grads, leaves, strict=True)).detach()
 
 
+@dataclass(frozen=True)
+class ModelFacts:
+    """What a model is before its weights load: all a dry run reads of it (``ModelSpec.facts``; nothing is read from
+    its name). ``input_size``: one input's (H, W), a text model's (tokens,); ``positional_embedding``: it has a module
+    named :data:`POSITIONAL_EMBEDDING` (the native methods' cost counts it); ``native_explainer``: it brings its own
+    W(x)x; ``truth``: its exact attribution is known."""
+
+    input_size: tuple[int, ...]
+    num_classes: int
+    is_vit: bool = False
+    conv_layer: str | None = None
+    positional_embedding: bool = False
+    native_explainer: bool = False
+    truth: bool = False
+
+    @classmethod
+    def of(cls, adapter: ModelAdapter) -> ModelFacts:
+        """The facts of a loaded model."""
+        return cls(
+            input_size=tuple(adapter.input_size),
+            num_classes=adapter.num_classes,
+            is_vit=adapter.is_vit,
+            conv_layer=adapter.conv_layer,
+            positional_embedding=bool(positional_embeddings(adapter.module)),
+            native_explainer=adapter.native_explainer is not None,
+            truth=adapter.truth is not None,
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelSpec:
     """A registry entry: how to build one model adapter."""
@@ -219,3 +248,4 @@ class ModelSpec:
     # its network, untrained (seeded random weights, no download): the shapes a dry run probes its memory on
     architecture: Callable[[], nn.Module] | None = None
     encoding: InputEncoding | None = None  # what it reads, where known before it loads (a dry run's stand-in)
+    facts: ModelFacts | None = None  # what it is, where known before it loads (None: a dry run says it guessed)

@@ -4,14 +4,15 @@ release, ALOE on Hugging Face)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 
 from faithbench.models import zoo
-from faithbench.models.adapter import ModelAdapter, ModelSpec
+from faithbench.models.adapter import ModelAdapter, ModelFacts, ModelSpec
 from faithbench.models.checkpoints import bcosified_hub, hub, weight_files
 from faithbench.models.encoding import bcos_inverse, normalized
-from faithbench.models.text_encoding import text_adapter
+from faithbench.models.text_encoding import MAX_LENGTH, text_adapter
 from faithbench.models.truth import image_exact, token_exact
 from faithbench.registry import Registry
 
@@ -65,17 +66,27 @@ def _zoo_spec(name: str) -> ModelSpec | None:
         modality=recipe.modality,
         dataset=recipe.dataset,
         tokenizer=recipe.tokenizer,
+        encoding=recipe.encoding if recipe.modality == "image" else None,
+        facts=ModelFacts(
+            input_size=(28, 28) if recipe.modality == "image" else (MAX_LENGTH,),
+            num_classes=recipe.num_classes,
+            is_vit=recipe.is_vit,
+            conv_layer=recipe.conv_layer,
+            positional_embedding=recipe.is_vit,  # the zoo's ViTs are the bcos SimpleViT's
+        ),
     )
+
+
+def _imagenet(is_vit: bool, positional: bool = False, native: bool = False) -> ModelFacts:
+    """An ImageNet classifier's facts: 224 px, 1,000 classes, GradCAM's ``layer4`` where it is a ResNet."""
+    return ModelFacts(input_size=(224, 224), num_classes=1000, is_vit=is_vit, conv_layer=None if is_vit else "layer4",
+                      positional_embedding=positional, native_explainer=native)  # fmt: skip
 
 
 for _name in zoo.RECIPES:
     MODELS.register(_name, _zoo_spec(_name))
 MODELS.derive = _zoo_spec  # NAME@K: build K of zoo model NAME, found by name, never listed
-for _arch, _vit, _layer in (
-    ("resnet18", False, "layer4"),
-    ("resnet50", False, "layer4"),
-    ("vit_b_16", True, None),
-):
+for _arch, _vit in (("resnet18", False), ("resnet50", False), ("vit_b_16", True)):
     MODELS.register(
         _arch,
         ModelSpec(
@@ -83,20 +94,24 @@ for _arch, _vit, _layer in (
             family="standard",
             source="torchvision",
             description=f"torchvision {_arch}, ImageNet weights",
-            build=hub.torchvision_model(_arch, is_vit=_vit, conv_layer=_layer),
+            build=hub.torchvision_model(_arch, is_vit=_vit, conv_layer=_imagenet(_vit).conv_layer),
             weight_file=weight_files.torchvision_file(_arch),
             architecture=hub.torchvision_architecture(_arch),
             encoding=normalized(hub.IMAGENET_MEAN, hub.IMAGENET_STD),
+            facts=_imagenet(_vit),  # torchvision's ViT adds its positional embedding as a parameter
         ),
     )
 # The ImageNet architectures with seeded random weights and no download: they run every method on the real networks
 # and measure what they cost (the imagenet-random suite); their scores describe untrained networks.
 _RANDOM = "randomly initialised (seed 0): runs the architecture with no download"
-for _name, _build in (
-    ("resnet50_random", hub.torchvision_model("resnet50", is_vit=False, conv_layer="layer4", pretrained=False)),
-    ("vit_b_16_random", hub.torchvision_model("vit_b_16", is_vit=True, conv_layer=None, pretrained=False)),
-    ("bcos_resnet50_random", hub.bcos_hub_model("resnet50", is_vit=False, conv_layer="layer4", random=True)),
-):
+for _name, _build, _facts in (
+    ("resnet50_random", hub.torchvision_model("resnet50", is_vit=False, conv_layer="layer4", pretrained=False),
+     _imagenet(False)),
+    ("vit_b_16_random", hub.torchvision_model("vit_b_16", is_vit=True, conv_layer=None, pretrained=False),
+     _imagenet(True)),
+    ("bcos_resnet50_random", hub.bcos_hub_model("resnet50", is_vit=False, conv_layer="layer4", random=True),
+     _imagenet(False)),
+):  # fmt: skip
     _arch = _name.removesuffix("_random").removeprefix("bcos_")
     _from = "B-cos " + _arch + " (bcos package)" if _name.startswith("bcos_") else "torchvision " + _arch
     MODELS.register(
@@ -107,6 +122,7 @@ for _name, _build in (
             source="bcos-hub" if _name.startswith("bcos_") else "torchvision",
             description=f"{_from}, {_RANDOM}",
             build=_build,
+            facts=_facts,
         ),
     )
 for _entry in hub.BCOS_HUB:
@@ -125,6 +141,7 @@ for _entry in hub.BCOS_HUB:
             weight_file=weight_files.bcos_hub_file(_entry),
             architecture=hub.bcos_architecture(_entry),
             encoding=hub.hub_encoding(_entry),
+            facts=_imagenet(_vit, positional=_vit),
         ),
     )
 for _name, _entry in bcosified_hub.BCOSIFIED.items():
@@ -141,6 +158,9 @@ for _name, _entry in bcosified_hub.BCOSIFIED.items():
             weight_file=weight_files.bcosified_file(_name),
             architecture=lambda _e=_entry: bcosified_hub.architecture(_e),
             encoding=bcos_inverse(3),
+            facts=replace(
+                _imagenet(_entry.is_vit, positional=_entry.is_vit), conv_layer=bcosified_hub.conv_layer(_entry)
+            ),
         ),
     )
 for _repo in hub.ALOE_CLASSIFIERS:
@@ -155,6 +175,7 @@ for _repo in hub.ALOE_CLASSIFIERS:
             ),
             build=hub.aloe_model(_repo),
             weight_file=weight_files.hugging_face_folder(_repo),
+            facts=_imagenet(True, positional=True, native=True),  # it brings its own explainer (model.explain)
         ),
     )
 

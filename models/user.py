@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from faithbench.errors import UserError
-from faithbench.models.adapter import FAMILIES, ModelAdapter, ModelSpec
+from faithbench.models.adapter import FAMILIES, ModelAdapter, ModelFacts, ModelSpec
 from faithbench.models.checkpoints.hf_bert import from_hf_model
 from faithbench.models.encoding import InputEncoding, normalized
 from faithbench.models.registry import MODELS
@@ -108,6 +108,8 @@ def _register(adapter: ModelAdapter, tokenizer: str | None = None) -> ModelAdapt
         modality=adapter.modality,
         dataset=None,
         tokenizer=tokenizer,
+        encoding=adapter.encoding if adapter.modality == "image" else None,
+        facts=ModelFacts.of(adapter),
     )
     MODELS.register(name, spec)
     return adapter

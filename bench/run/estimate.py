@@ -27,14 +27,15 @@ import torch
 from torch import Tensor, nn
 
 from faithbench.attributions import AttributionMethod, UnsupportedMethodError
+from faithbench.bench.run.evaluate import suite_unit
 from faithbench.bench.run.plan import Plan
 from faithbench.calls import call_rows
 from faithbench.metrics.spec import MetricCost, Unit
 from faithbench.models import zoo
-from faithbench.models.adapter import POSITIONAL_EMBEDDING, ModelAdapter
+from faithbench.models.adapter import POSITIONAL_EMBEDDING, ModelAdapter, ModelFacts
+from faithbench.models.data.datasets import EvalData
 from faithbench.models.registry import MODELS
-from faithbench.models.text_encoding import MAX_LENGTH
-from faithbench.models.truth.image_exact import DEFAULT_LAYOUT, IDENTITY
+from faithbench.models.truth.image_exact import IDENTITY
 
 UNDECLARED = "the method declares no cost: counted as one forward and backward pass per explanation"
 ASSUMED_FREE_GIB = 80.0  # a GPU plan's free memory where this machine has no GPU: an H100's
@@ -68,30 +69,28 @@ class _StandIn(nn.Module):
             self.add_module(POSITIONAL_EMBEDDING, nn.Identity())
 
 
+GUESSED = "{name}: its registry entry states no facts (ModelSpec.facts): counted as a 224 px CNN of 1,000 classes"
+_GUESS = ModelFacts(input_size=(224, 224), num_classes=1000, conv_layer="unknown")
+
+
 def stand_in(name: str) -> ModelAdapter:
-    """The adapter of model ``name`` as the registry describes it, without its weights: the zoo's recipes say everything
-    a cost needs; of other models a name with ``vit`` or the ALOE family is a ViT (with a positional embedding unless
-    torchvision's), images are 224 px, and ALOE checkpoints from the Hub bring their own explainer."""
+    """The adapter of model ``name`` as its registry entry states it (``ModelSpec.facts``: input size, ViT or CNN,
+    a convolutional layer, a positional embedding, its own explainer), without its weights; an entry that states
+    none is a 224 px CNN (:data:`GUESSED` says so)."""
     spec = MODELS.get(name)
-    recipe = zoo.RECIPES.get(name) if spec.source == "zoo" else None
-    is_vit = recipe.is_vit if recipe else "vit" in name.lower() or spec.family == "aloe"
-    if spec.modality == "text":
-        size: tuple[int, ...] = (MAX_LENGTH,)
-    else:
-        size = (DEFAULT_LAYOUT.size,) * 2 if spec.source == "hand-set" else (28, 28) if recipe else (224, 224)
-    layer = recipe.conv_layer if recipe else "detect" if spec.source == "hand-set" else None if is_vit else "unknown"
+    facts = spec.facts or _GUESS
     return ModelAdapter(
         name=name,
         family=spec.family,
-        module=_StandIn(is_vit and spec.source != "torchvision"),
-        encoding=recipe.encoding if recipe and spec.modality == "image" else spec.encoding or IDENTITY,
-        num_classes=recipe.num_classes if recipe else 1000,
-        input_size=size,
-        is_vit=is_vit,
-        conv_layer=layer,
-        native_explainer=(lambda x, t: x) if spec.source == "huggingface" and spec.family == "aloe" else None,
+        module=_StandIn(facts.positional_embedding),
+        encoding=spec.encoding or IDENTITY,
+        num_classes=facts.num_classes,
+        input_size=facts.input_size,
+        is_vit=facts.is_vit,
+        conv_layer=facts.conv_layer,
+        native_explainer=(lambda x, t: x) if facts.native_explainer else None,
         modality=spec.modality,
-        truth=(lambda x, t: x) if spec.source == "hand-set" else None,
+        truth=(lambda x, t: x) if facts.truth else None,
     )
 
 
@@ -130,11 +129,13 @@ def _count(item: MetricCost, unit: Unit, per: int, share: bool) -> tuple[int, in
 def _unit(
     steps: Plan, model: ModelAdapter, method: AttributionMethod, n_images: int, piece: int, shared: dict, rows: int
 ) -> Unit:
+    """The unit the run builds (:func:`~faithbench.bench.run.evaluate.suite_unit`) on an evaluation set of
+    ``n_images`` images that is not read (an empty (N, 0) tensor)."""
     suite = steps.suite
     samples = min(suite.n_samples, n_images) if n_images else suite.n_samples
-    return Unit(model=model, method=method, images=torch.empty(n_images, 0), labels=torch.zeros(n_images).long(),
-                sample_ids=torch.arange(samples), batch_size=suite.batch_size, device=torch.device("cpu"), rank=piece,
-                world=suite.pieces, max_batch=rows, shared=shared)  # fmt: skip
+    data = EvalData(suite.dataset, torch.empty(n_images, 0), torch.zeros(n_images).long())
+    return suite_unit(suite, model, method, data, torch.arange(samples), torch.device("cpu"), rows, rank=piece,
+                      world=suite.pieces, shared=shared)  # fmt: skip
 
 
 def input_bytes(module: nn.Module, model: ModelAdapter, image: Tensor) -> int:
@@ -170,16 +171,13 @@ def architecture(name: str) -> nn.Module | None:
 
 
 def _items(steps: Plan, unit: Unit) -> list[tuple[str, MetricCost | None]]:
-    """(metric, item) of every metric the unit evaluates (None: the metric declares no cost), as the runner skips
-    them (:func:`faithbench.bench.run.evaluate.evaluate_unit`)."""
+    """(metric, item) of every metric the unit evaluates (``MetricSpec.evaluates``; None: the metric declares no
+    cost)."""
     out: list[tuple[str, MetricCost | None]] = []
     for metric in steps.metrics:
         spec = metric.spec
-        if (spec.applies is not None and spec.applies(unit) is not None) or (
-            unit.method.capabilities.ground_truth and not spec.ground_truth
-        ):
-            continue
-        out += [(metric.name, i) for i in spec.cost(unit, metric.config)] if spec.cost else [(metric.name, None)]
+        if spec.evaluates(unit):
+            out += [(metric.name, i) for i in spec.cost(unit, metric.config)] if spec.cost else [(metric.name, None)]
     return out
 
 
@@ -205,6 +203,8 @@ def estimate(
     units, per_model, skipped = [], [], {}
     for name in suite.models:
         model = models.get(name) or stand_in(name)
+        if name not in models and MODELS.get(name).facts is None:
+            notes.append(GUESSED.format(name=name))
         module = model.module if name in models else architecture(name) if gpu else None
         measured = gpu and module is not None and image is not None and model.modality == "image"
         model_work: dict[tuple[int, Hashable], tuple[int, int]] = {}  # (piece, key): once per model and piece

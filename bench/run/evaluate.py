@@ -81,12 +81,7 @@ def evaluate_unit(unit: Unit, metrics: Sequence[MetricJob]) -> dict[str, dict[st
     as explain time); its model calls and peak memory include them (the first metric that needs an explanation pays
     for it).
     """
-    chosen = [
-        m
-        for m in metrics
-        if (m.spec.applies is None or m.spec.applies(unit) is None)  # e.g. no completeness gap without the claim
-        and (m.spec.ground_truth or not unit.method.capabilities.ground_truth)  # the oracle: ground-truth metrics
-    ]
+    chosen = [m for m in metrics if m.spec.evaluates(unit)]
     done = []
     with metering(unit.model.module) as meter:
         for metric in chosen:

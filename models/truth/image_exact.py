@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from faithbench.models.adapter import ModelAdapter
+from faithbench.models.adapter import ModelAdapter, ModelFacts
 from faithbench.models.encoding import InputEncoding
 from faithbench.models.truth.hand_set import hand_set_specs
 from faithbench.models.truth.image_nets import (
@@ -151,5 +151,11 @@ _ADDITIVE = (
 )
 _NO_SUPPRESSOR = "truth_additive without its suppressor weights (the shared noise is not cancelled)"
 SPECS = hand_set_specs(
-    _adapter, (("truth_additive", _ADDITIVE, True), ("truth_additive_nosup", _NO_SUPPRESSOR, False)), dataset="truth"
+    _adapter,
+    (("truth_additive", _ADDITIVE, True), ("truth_additive_nosup", _NO_SUPPRESSOR, False)),
+    dataset="truth",
+    encoding=IDENTITY,
+    facts=ModelFacts(
+        input_size=(DEFAULT_LAYOUT.size,) * 2, num_classes=len(MOTIF_NAMES), conv_layer="detect", truth=True
+    ),
 )

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from faithbench.models.adapter import ModelAdapter
+from faithbench.models.adapter import ModelAdapter, ModelFacts
 from faithbench.models.nets.text_transformer import WORDPIECE
 from faithbench.models.text_encoding import TokenEncoding, vocabulary
 from faithbench.models.truth.hand_set import hand_set_specs
@@ -155,4 +155,5 @@ SPECS = hand_set_specs(
     modality="text",
     dataset=DATASET,
     tokenizer=WORDPIECE,
+    facts=ModelFacts(input_size=(MAX_TOKENS + 2,), num_classes=len(CLASSES), truth=True),
 )
