@@ -252,7 +252,8 @@ class AttributionMethod:
         """The maps (B, ...) of rows ``distinct[inverse]`` for ``targets``, one forward pass of ``distinct``."""
         raise NotImplementedError
 
-    # The cost estimate of a run (``bench run --dry-run``: :mod:`faithbench.bench.run.estimate`), declared per method.
+    # The cost estimate of a run (``bench run --dry-run``: :mod:`faithbench.bench.estimate.counts`), declared per
+    # method.
     def model_inputs_per_explanation(self, model: ModelAdapter) -> int | None:
         """Model inputs (images through the model; a backward pass counts with its forward) that one explained
         (input, target) costs on ``model``, which may be a stand-in described by the model registry (no weights).

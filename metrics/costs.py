@@ -9,7 +9,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class MetricCost:
     """One computation a metric asks of one piece of a unit, for the run's cost estimate (``bench run --dry-run``,
-    :mod:`faithbench.bench.run.estimate`): ``explanations`` (input, target) pairs of the unit's method and ``inputs``
+    :mod:`faithbench.bench.estimate.counts`): ``explanations`` (input, target) pairs of the unit's method and ``inputs``
     model inputs of the metric's own (perturbed images, predictions), each in ``passes`` equal runs (a run's
     explanations ``explain_batch``, its inputs ``eval_batch`` per call); ``repeats`` consecutive pairs share one input
     (GridPG's cells on their grid: methods that share equal inputs explain it once). Equal ``key``s are one

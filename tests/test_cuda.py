@@ -71,10 +71,11 @@ def test_every_metric_scores_the_same_on_cuda(tmp_path):
     "model_name", ["cnn_mnist", "bcos_cnn_mnist", "bcosified_cnn_mnist", "vit_mnist", "aloe_vit_mnist"]
 )
 def test_the_memory_per_input_bounds_what_cuda_allocates(model_name):
-    """A GPU plan's memory per input (bench.run.estimate.input_bytes: what autograd keeps) against the CUDA allocator:
+    """A GPU plan's memory per input (bench.estimate.counts.input_bytes: what autograd keeps) against the CUDA
+    allocator:
     a forward and backward of 3 x 3 grids (a ViT: 28 px) on 512 rows allocates at most 1.25 times its bytes per row
     (beyond its one-row cost; the backward's own buffers), and a forward without gradients no more than that."""
-    from faithbench.bench.run.estimate import input_bytes
+    from faithbench.bench.estimate.counts import input_bytes
 
     model = load_model(model_name, device="cuda")
     side = 28 if model.is_vit else 84

@@ -16,16 +16,16 @@ import pandas as pd
 from faithbench.bench.cli.parser import table_overrides
 from faithbench.bench.cli.reporting import say
 from faithbench.bench.cli.workers import LocalWorkers, worker_count
+from faithbench.bench.estimate.dry_run import dry_run_text
 from faithbench.bench.report.build import headline, report
 from faithbench.bench.report.formats import WIDTH, to_text
-from faithbench.bench.run.dry_run import dry_run_text
 from faithbench.bench.run.launch import SlurmSettings, submit, wait_for
 from faithbench.bench.run.preflight import readiness
 from faithbench.bench.run.question import question
 from faithbench.bench.run.runner import Terminated, run
 from faithbench.bench.run.suite import Suite, build_suite, load_suite, with_overrides
-from faithbench.bench.run.suite_files import import_plugins, tier_folder
-from faithbench.bench.store.results import read_results
+from faithbench.bench.run.suite_files import import_plugins
+from faithbench.bench.store.results import read_results, tier_folder
 from faithbench.errors import UserError
 
 
@@ -146,9 +146,9 @@ def launch_array(args: argparse.Namespace, suite: Suite, out: Path) -> pd.DataFr
 
 
 def dry_run(suite: Suite, out: Path, times_from: Path | None = None, device: str = "cpu", workers: int = 1) -> int:
-    """``run --dry-run``: the plan and its estimated cost (:mod:`faithbench.bench.run.dry_run`) on ``device`` shared by
-    ``workers``, printed; its time when ``times_from`` names a finished slice
-    (:mod:`faithbench.bench.run.time_estimate`)."""
+    """``run --dry-run``: the plan and its estimated cost (:mod:`faithbench.bench.estimate.dry_run`) on ``device``
+    shared by ``workers``, printed; its time when ``times_from`` names a finished slice
+    (:mod:`faithbench.bench.estimate.slice_time`)."""
     text = dry_run_text(
         suite, out, lambda table: to_text(table, width=WIDTH, keys=1), WIDTH, times_from, device, workers
     )

@@ -41,7 +41,7 @@ from faithbench.bench.report.order import metric_order
 from faithbench.bench.report.statistics import metric_agreement
 from faithbench.bench.report.statistics_section import LeaderboardStats, read_samples
 from faithbench.bench.report.style import WIDTH_IN, save
-from faithbench.bench.store.results import first_runs, read_results
+from faithbench.bench.store.results import first_runs, read_results, tier_folder
 from faithbench.bench.store.run_catalog import current
 
 MODEL_FREE = ("random", "uniform", "centre", "edges")
@@ -233,7 +233,7 @@ def run_card(run_dir: Path, results: pd.DataFrame, stats_: LeaderboardStats, tie
     if current().truth_reference in set(results["metric"]):  # the tier's own report
         truth_results, truth_samples = first_runs(results), samples
     for tier in tiers if truth_results is None else ():
-        csv = run_dir / Path(tier).stem / "results.csv"  # the run's tier folder (bench.run.suite.tier_folder)
+        csv = run_dir / tier_folder(tier) / "results.csv"
         if csv.exists():
             found = read_results(csv)
             if current().truth_reference in set(found["metric"]):

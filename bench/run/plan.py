@@ -18,9 +18,8 @@ from typing import Any
 from faithbench.attributions import ALL_CONTROLS, METHODS, AttributionMethod
 from faithbench.bench.run.provenance import code_identity, is_own_file, source_identity
 from faithbench.bench.run.suite import Suite, load_suite, with_overrides
-from faithbench.bench.run.suite_files import tier_folder
 from faithbench.bench.run.user_code import user_sources
-from faithbench.bench.store.results import RunStore
+from faithbench.bench.store.results import RunStore, tier_folder
 from faithbench.bench.store.tidy import JOB_COLUMNS
 from faithbench.build_names import build_name, split_build
 from faithbench.config import to_dict

@@ -41,8 +41,8 @@ def suite_path(name_or_path: str, what: str = "suite file") -> Path:
 
 
 def tiers(value: object, name: object, where: str, folder: Path | None) -> tuple[str, ...]:
-    """Suites run after this one into sub-folders (:func:`tier_folder`): registered names, or paths to .toml files
-    (relative to the suite file's folder); a tier has no tiers of its own."""
+    """Suites run after this one into sub-folders (:func:`~faithbench.bench.store.results.tier_folder`): registered
+    names, or paths to .toml files (relative to the suite file's folder); a tier has no tiers of its own."""
     if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
         raise UserError(f"{where} tiers must be a list of suite names, got {value!r}")
     out = []
@@ -55,11 +55,6 @@ def tiers(value: object, name: object, where: str, folder: Path | None) -> tuple
             raise UserError(f"{where} tier {tier!r} has tiers of its own ({', '.join(nested or [tier])}); none allowed")
         out.append(tier)
     return tuple(dict.fromkeys(out))
-
-
-def tier_folder(tier: str) -> str:
-    """The sub-folder of the run that holds a tier's run: the suite's name, or its file's stem."""
-    return Path(tier).stem
 
 
 def import_plugins(plugins: object, where: str, folder: Path | None) -> tuple[str, ...]:

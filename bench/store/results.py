@@ -83,6 +83,11 @@ def atomic_write_csv(path: Path, frame: pd.DataFrame) -> None:
 _RERUN = "run the run's `bench run` command into the folder again: it recomputes what is missing"
 
 
+def tier_folder(tier: str) -> str:
+    """The sub-folder of a run that holds a tier's run (a suite's ``tiers``): the suite's name, or its file's stem."""
+    return Path(tier).stem
+
+
 class RunStore:
     """The files of one run folder."""
 

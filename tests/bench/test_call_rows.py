@@ -11,9 +11,9 @@ import torch
 from torch import nn
 
 from faithbench.bench.cli.parser import max_batch_arg
+from faithbench.bench.estimate.counts import estimate, input_bytes
 from faithbench.bench.run import runner
 from faithbench.bench.run.data import load_data
-from faithbench.bench.run.estimate import estimate, input_bytes
 from faithbench.bench.run.plan import plan
 from faithbench.bench.run.suite import build_suite, load_suite, with_overrides
 from faithbench.calls import CPU_ROWS, GPU_ROWS, call_rows

@@ -9,9 +9,9 @@ import torch
 from faithbench.attributions import METHODS, AttributionMethod
 from faithbench.attributions.native import NativeNormalisedInput
 from faithbench.bench.cli.run import dry_run
+from faithbench.bench.estimate.counts import estimate, stand_in
 from faithbench.bench.run.counters import measuring
 from faithbench.bench.run.data import load_data
-from faithbench.bench.run.estimate import estimate, stand_in
 from faithbench.bench.run.plan import plan
 from faithbench.bench.run.runner import run
 from faithbench.bench.run.suite import build_suite

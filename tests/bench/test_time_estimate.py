@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 from faithbench.bench.cli import main
-from faithbench.bench.run.estimate import estimate
+from faithbench.bench.estimate.counts import estimate
+from faithbench.bench.estimate.slice_time import time_from_slice, unit_work
 from faithbench.bench.run.plan import plan
 from faithbench.bench.run.suite import build_suite
-from faithbench.bench.run.time_estimate import time_from_slice, unit_work
 from faithbench.errors import UserError
 from faithbench.progress import clock_text
 

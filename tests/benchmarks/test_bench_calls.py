@@ -10,9 +10,9 @@ The totals print and go into the benchmark's ``extra_info``; the time is the est
 
 import pytest
 
+from faithbench.bench.estimate.counts import estimate
 from faithbench.bench.run import estimate as estimating
 from faithbench.bench.run.data import load_data
-from faithbench.bench.run.estimate import estimate
 from faithbench.bench.run.plan import plan
 from faithbench.bench.run.suite import load_suite, with_overrides
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from faithbench.bench.run.estimate import GUESSED, estimate, stand_in
+from faithbench.bench.estimate.counts import GUESSED, estimate, stand_in
 from faithbench.bench.run.plan import plan
 from faithbench.bench.run.suite import build_suite
 from faithbench.models import MODELS, load_model, zoo

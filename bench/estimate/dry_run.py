@@ -1,5 +1,5 @@
 """``bench run --dry-run``: the plan, resolved as the run would resolve it, how much of it the folder holds, and its
-cost estimated from what the methods and metrics declare (:mod:`faithbench.bench.run.estimate`), as text. No model
+cost estimated from what the methods and metrics declare (:mod:`faithbench.bench.estimate.counts`), as text. No model
 loads; the data set is read to count its images (not a folder given by --data-root nor one from Hugging Face)."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from faithbench.bench.estimate.counts import Estimate, device_free, estimate
+from faithbench.bench.estimate.slice_time import other_device, time_from_slice, time_lines
 from faithbench.bench.run.data import load_data
 from faithbench.bench.run.distributed import device_named
-from faithbench.bench.run.estimate import Estimate, device_free, estimate
 from faithbench.bench.run.plan import Plan, plan
 from faithbench.bench.run.run_status import plan_table
 from faithbench.bench.run.suite import Suite
-from faithbench.bench.run.time_estimate import other_device, time_from_slice, time_lines
 from faithbench.calls import call_rows
 from faithbench.models.data.datasets import DATASETS
 from faithbench.models.data.hf import HF_DATASETS
@@ -39,7 +39,7 @@ def dry_run_text(
     """The dry run's page: the plan's units with their pieces and model inputs, the model inputs of every (model,
     method) cell, what the counts leave out, the tiers' totals, and what ``out`` holds. ``table_text`` lays a table
     out (the command's text format), ``width`` the paragraphs; ``times_from``: a finished slice of the suite whose
-    unit times scale to the plan's (:mod:`faithbench.bench.run.time_estimate`), for the suite and each tier;
+    unit times scale to the plan's (:mod:`faithbench.bench.estimate.slice_time`), for the suite and each tier;
     ``device`` (``auto``: a GPU where this machine has one) and ``workers`` on it: the plan's calls (a GPU's found
     at run time, :mod:`faithbench.calls`) and each model's memory per input."""
     steps, dev = plan(suite), device_named(device)

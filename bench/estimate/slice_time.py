@@ -1,7 +1,7 @@
 """A run's time before it runs, scaled from a slice of it that ran (``bench run --dry-run --times-from DIR``).
 
-The dry run counts model inputs and calls (:mod:`faithbench.bench.run.estimate`); what they cost depends on the model,
-the method, the device and the batch sizes, so a time needs a measurement: a slice of the same suite run on the
+The dry run counts model inputs and calls (:mod:`faithbench.bench.estimate.counts`); what they cost depends on the
+model, the method, the device and the batch sizes, so a time needs a measurement: a slice of the same suite run on the
 machine that will run it, with fewer samples and grids (``--n-samples 8 --n-grids 4``). A (model, method) unit that
 took ``s`` seconds in the slice (its pieces' seconds) is estimated in the full suite at
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from faithbench.bench.run.estimate import Estimate, estimate
+from faithbench.bench.estimate.counts import Estimate, estimate
 from faithbench.bench.run.plan import plan
 from faithbench.bench.run.suite import Suite, recorded_suite
 from faithbench.bench.store.results import read_results
