@@ -111,6 +111,9 @@ class AttributionMethod:
     completeness_inputs: ClassVar[int] = 1  # model inputs per sample of completeness_target (IG: x and its baseline)
     # Model inputs per explained input in one model call (DeepLift runs inputs and baselines together).
     inputs_per_call: ClassVar[int] = 1
+    # Parameters that only batch the method's work (its maps do not depend on them, tested): left out of the resume
+    # key, and recorded in each row (``params.cost_params``) so that ``compare`` reports them as cost, not protocol.
+    cost_params: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, **params: Any) -> None:
         unknown = sorted(set(params) - set(self.defaults))
@@ -128,6 +131,11 @@ class AttributionMethod:
             if isinstance(params[key], int) and not isinstance(params[key], bool) and params[key] < (key != "seed"):
                 raise ParameterError(f"{where} must be >= {int(key != 'seed')}, got {value!r}")
         self.params = {**self.defaults, **params}
+
+    @property
+    def protocol_params(self) -> dict[str, Any]:
+        """The parameters a map depends on: :attr:`params` without :attr:`cost_params`."""
+        return {k: v for k, v in self.params.items() if k not in self.cost_params}
 
     @property
     def max_batch(self) -> int:

@@ -98,6 +98,7 @@ class IntegratedGradients(AttributionMethod):
     choices: ClassVar[dict] = {
         "method": ("gausslegendre", "riemann_left", "riemann_right", "riemann_middle", "riemann_trapezoid")
     }
+    cost_params: ClassVar[frozenset[str]] = frozenset({"internal_batch_size"})
 
     completeness = "logit(x) - logit(baseline)"
     completeness_inputs = 2

@@ -19,10 +19,10 @@ REQUIRED = [*KEY, "mean", "higher_is_better", *COUNTS, "params"]
 FAILING = ["MISSING", "NEW", "PROTOCOL", "NAN", "COUNTS", "REGRESSED", "CHANGED", "ACCURACY"]
 # Row columns that say what a score means, compared where both files have them (besides params).
 ROW_PROTOCOL = ["aggregate", "unit", "seed"]
-# Keys of params that change the cost columns, never the scores: the inputs per call, and the method parameters that
-# only batch a method's work (IntegratedGradients' rows per pass, ``auto`` or a number).
-COST_PARAMS = frozenset({"max_batch"})
-COST_METHOD_PARAMS = frozenset({"internal_batch_size"})
+# Keys of params that change the cost columns, never the scores: the inputs per call, and the names of the method
+# parameters that only batch a method's work (``AttributionMethod.cost_params``, e.g. IntegratedGradients' rows per
+# pass), which the row records beside them.
+COST_PARAMS = frozenset({"max_batch", "cost_params"})
 # Suite settings (run.json) that change every score of the run, and those that only batch or split its work (the same
 # samples and scores: reported, never failing).
 SUITE_PROTOCOL = ["dataset", "seed", "n_samples"]
@@ -66,11 +66,13 @@ def _boolean(frame: pd.DataFrame, col: str, where: str) -> pd.Series:
     return pd.Series(out, index=frame.index, dtype=bool)
 
 
-def _params(frame: pd.DataFrame, where: str) -> list[dict]:
-    out = []
+def _params(frame: pd.DataFrame, where: str) -> tuple[list[dict], list[frozenset[str]]]:
+    """Each row's params without the cost-only keys, and the names of its cost-only method parameters."""
+    out, cost = [], []
     for i, v in enumerate(frame["params"]):
         if v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and not v.strip()):
             out.append({})
+            cost.append(frozenset())
             continue
         try:
             parsed = json.loads(v) if isinstance(v, str) else v
@@ -81,11 +83,25 @@ def _params(frame: pd.DataFrame, where: str) -> list[dict]:
             raise UserError(
                 f"{where}: column params holds {text!r}, not a JSON object (row {key_text(tuple(frame[KEY].iloc[i]))})"
             )
-        kept = {k: val for k, val in parsed.items() if k not in COST_PARAMS}
-        if isinstance(kept.get("method_params"), dict):
-            kept["method_params"] = {k: val for k, val in kept["method_params"].items() if k not in COST_METHOD_PARAMS}
-        out.append(kept)
-    return out
+        out.append({k: val for k, val in parsed.items() if k not in COST_PARAMS})
+        names = parsed.get("cost_params")
+        cost.append(frozenset(names) if isinstance(names, list) else frozenset())
+    return out, cost
+
+
+def without_cost(params: dict, names: frozenset[str]) -> dict:
+    """``params`` with the method parameters ``names`` (cost only) left out of its ``method_params``."""
+    method = params.get("method_params")
+    if not names or not isinstance(method, dict):
+        return params
+    return {**params, "method_params": {k: v for k, v in method.items() if k not in names}}
+
+
+def comparable(a: dict, b: dict, cost_a: frozenset[str], cost_b: frozenset[str]) -> tuple[dict, dict]:
+    """Two rows' params as compared: without the cost-only method parameters either row names (a row written before
+    rows named them names none, so the other's hold for both)."""
+    names = cost_a | cost_b
+    return without_cost(a, names), without_cost(b, names)
 
 
 def load_results(path: Path, side: str) -> pd.DataFrame:
@@ -116,7 +132,7 @@ def load_results(path: Path, side: str) -> pd.DataFrame:
     for col in COUNTS:
         frame[col] = _numeric(frame, col, where)
     frame["higher_is_better"] = _boolean(frame, "higher_is_better", where)
-    frame["_params"] = _params(frame, where)
+    frame["_params"], frame["_cost"] = _params(frame, where)
     return frame
 
 

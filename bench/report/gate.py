@@ -27,6 +27,7 @@ from faithbench.bench.report.compare_inputs import (
     KEY,
     ROW_PROTOCOL,
     SHOWN,
+    comparable,
     key_text,
     load_results,
     load_run_record,
@@ -90,8 +91,9 @@ def compare(
     ``accuracy_floor`` (in %; None: chance plus three standard errors) or fell more than ``max_accuracy_drop``
     points below the baseline's is a row ``ACCURACY`` (method ``(model)``). A row fails when it is missing from the
     new run (``MISSING``), when it is only in the new run (``NEW``; ``allow_new_rows`` accepts it as ``new``), when
-    it was scored with another protocol (``PROTOCOL``: its params other than the cost-only ``max_batch`` and
-    IntegratedGradients' ``internal_batch_size``, its seed, unit,
+    it was scored with another protocol (``PROTOCOL``: its params other than the cost-only ``max_batch`` and the
+    method parameters the row names cost-only (``cost_params``, e.g. IntegratedGradients' ``internal_batch_size``),
+    its seed, unit,
     direction or aggregate differ, or the suites' dataset, seed or n_samples do), when a finite score
     became NaN (``NAN``), when its sample counts ``n``, ``n_undefined`` or ``n_dropped`` changed (``COUNTS``), when
     its score got worse by more than the allowance (direction-aware, ``REGRESSED``), or -- with ``two_sided`` --
@@ -112,7 +114,7 @@ def compare(
     samples_b, samples_n = load_samples(base_csv, "baseline"), load_samples(new_csv, "new")
 
     row_cols = [c for c in ROW_PROTOCOL if c in base.columns and c in new.columns]
-    cols = [*KEY, "mean", "higher_is_better", *COUNTS, "_params", *row_cols]
+    cols = [*KEY, "mean", "higher_is_better", *COUNTS, "_params", "_cost", *row_cols]
     merged = base[cols].merge(new[cols], on=KEY, how="outer", suffixes=("_base", "_new"), indicator=True)
     merged = merged.sort_values(KEY).reset_index(drop=True)
     both = (merged["_merge"] == "both").to_numpy()
@@ -147,7 +149,7 @@ def compare(
     for i in np.flatnonzero(both):
         r = merged.iloc[i]
         diffs = [(f"suite.{k}", a, b) for k, a, b in suite_protocol]
-        diffs += diff(r["_params_base"], r["_params_new"], "params")
+        diffs += diff(*comparable(r["_params_base"], r["_params_new"], r["_cost_base"], r["_cost_new"]), "params")
         if bool(r["higher_is_better_base"]) != bool(r["higher_is_better_new"]):
             diffs.append(("higher_is_better", bool(r["higher_is_better_base"]), bool(r["higher_is_better_new"])))
         for c in row_cols:

@@ -20,7 +20,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from faithbench.bench.report.compare_inputs import KEY, load_results, load_run_record, optional_table
+from faithbench.bench.report.compare_inputs import (
+    KEY,
+    comparable,
+    load_results,
+    load_run_record,
+    optional_table,
+    without_cost,
+)
 from faithbench.bench.report.run_differences import changes, diff, provenance_differences, suite_differences, weights
 from faithbench.bench.store.export import write_run_document
 from faithbench.bench.store.results import atomic_write_csv, read_results
@@ -53,11 +60,22 @@ def _record(csv: Path, side: str) -> dict:
     return record
 
 
-def _method_params(frame: pd.DataFrame) -> dict[str, str]:
-    """Each method's parameters as its rows record them (one JSON text per method)."""
+def _method_params(frame: pd.DataFrame, cost: dict[str, frozenset[str]]) -> dict[str, str]:
+    """Each method's parameters as its rows record them (one JSON text per method), without those ``cost`` names
+    for it (cost only)."""
     out = {}
     for method, params in zip(frame["method"], frame["_params"], strict=True):
-        out.setdefault(method, json.dumps(params.get("method_params", {}), sort_keys=True))
+        kept = without_cost(params, cost.get(method, frozenset()))
+        out.setdefault(method, json.dumps(kept.get("method_params", {}), sort_keys=True))
+    return out
+
+
+def _cost_names(*frames: pd.DataFrame) -> dict[str, frozenset[str]]:
+    """Per method, the cost-only parameters any row of ``frames`` names."""
+    out: dict[str, frozenset[str]] = {}
+    for frame in frames:
+        for method, names in zip(frame["method"], frame["_cost"], strict=True):
+            out[method] = out.get(method, frozenset()) | names
     return out
 
 
@@ -70,13 +88,15 @@ def _refusals(first: tuple, other: tuple, side: str) -> list[str]:
     metric_tables = [d for k in sorted(tables) for d in diff(sb[k], sn[k], f"[{k}]")]
     if metric_tables:
         lines.append(f"{side}: metric settings differ: {changes(metric_tables[:6])} (the scores measure other things)")
-    mb, mn = _method_params(fb), _method_params(fn)
+    cost = _cost_names(fb, fn)
+    mb, mn = _method_params(fb, cost), _method_params(fn, cost)
     methods = [m for m in sorted(set(mb) & set(mn)) if mb[m] != mn[m]]
     if methods:
         shown = ", ".join(f"{m} {mb[m]} → {mn[m]}" for m in methods[:3])
         lines.append(f"{side}: method parameters differ: {shown}")
     both = fb.merge(fn, on=KEY, suffixes=("", "_n"))
-    other = both.loc[[a != b for a, b in zip(both["_params"], both["_params_n"], strict=True)], KEY]
+    pairs = zip(both["_params"], both["_params_n"], both["_cost"], both["_cost_n"], strict=True)
+    other = both.loc[[a != b for a, b in (comparable(*p) for p in pairs)], KEY]
     if len(other):
         lines.append(f"{side}: {len(other)} row(s) in both runs with other params, e.g. {'/'.join(other.iloc[0])}")
     return lines

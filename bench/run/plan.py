@@ -130,7 +130,7 @@ def plan(suite: Suite) -> Plan:
         files = plugin_sources(suite, method)  # found once per method, not per model
         for model_name in suite.models:
             plugins = source_identity(files + model_code[model_name])
-            keys[(model_name, job.name)] = plan_key(settings, model_name, job.name, method.params, plugins)
+            keys[(model_name, job.name)] = plan_key(settings, model_name, job.name, method.protocol_params, plugins)
     tiers = tuple(
         Tier(name=t, folder=tier_folder(t), plan=plan(with_overrides(load_suite(t), seed=suite.seed)))
         for t in suite.tiers
@@ -204,8 +204,8 @@ def evaluation_settings(suite: Suite) -> dict[str, Any]:
 
 def plan_key(settings: dict, model_name: str, method: str, method_params: dict, plugins: str = "") -> str:
     """What a unit's scores depend on that is known before its model loads: the suite's evaluation ``settings``
-    (:func:`evaluation_settings`), the model's name, the method and its parameters, faithbench's code and the
-    plugins' code."""
+    (:func:`evaluation_settings`), the model's name, the method and its parameters (those its maps depend on:
+    ``AttributionMethod.protocol_params``), faithbench's code and the plugins' code."""
     payload = {
         "settings": settings,
         "model": model_name,

@@ -206,6 +206,7 @@ class Work:
             "family": model.family,
             "weights_sha256": model.weights_sha256,
             "method_params": method.params,
+            "cost_params": sorted(method.cost_params),  # of method_params: batching only (compare: cost)
             "model_info": model_record(model.info),
             # the cost columns depend on them, scores do not (a re-score replays them)
             "max_batch": self.max_batch,

@@ -132,7 +132,12 @@ def unit_rows(unit: dict, suite: str) -> UnitRows:
                 **unit["provenance"],
                 "model_weights_sha256": unit.get("weights_sha256", ""),
                 "params": json.dumps(
-                    {**rec["params"], "method_params": unit["method_params"], "max_batch": unit.get("max_batch")},
+                    {
+                        **rec["params"],
+                        "method_params": unit["method_params"],
+                        "max_batch": unit.get("max_batch"),
+                        "cost_params": unit.get("cost_params", []),
+                    },  # fmt: skip
                     sort_keys=True,
                 ),
             }

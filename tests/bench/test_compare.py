@@ -14,6 +14,7 @@ import pytest
 
 from faithbench.bench.cli import main
 from faithbench.bench.report.gate import compare
+from faithbench.bench.run.suite import build_suite
 
 REF = Path(__file__).resolve().parents[2] / "results" / "reference" / "smoke"
 CI = ["--two-sided", "--tolerance", "1e-6", "--rel-tolerance", "1e-3"]  # .ci/run's flags
@@ -95,21 +96,46 @@ def test_a_max_batch_difference_does_not_fail(parts, base, tmp_path, capsys):
 
 
 def test_a_method_parameter_that_only_batches_does_not_fail(parts, base, tmp_path, capsys):
-    """IntegratedGradients' internal_batch_size (64, now auto) changes its rows per pass, not its maps; another
-    method parameter still fails the gate."""
+    """A parameter the row names cost-only (``cost_params``: the method's, e.g. IntegratedGradients'
+    internal_batch_size, or a plugin method's own) changes its rows per pass, not its maps: against a reference
+    written before rows named them too; the same parameter not named, or another, fails the gate."""
 
-    def with_params(**method_params):
+    def with_params(cost: list[str] | None = None, **method_params):
         res = parts[0].copy()
         res["params"] = [
-            json.dumps({**json.loads(p), "method_params": {**json.loads(p).get("method_params", {}), **method_params}})
+            json.dumps(
+                {
+                    **json.loads(p),
+                    "method_params": {**json.loads(p).get("method_params", {}), **method_params},
+                    **({"cost_params": cost} if cost is not None else {}),
+                }
+            )  # fmt: skip
             for p in res.params
         ]
         return res
 
-    code, out, _ = _gate(capsys, base, _new(parts, tmp_path, results=with_params(internal_batch_size="auto")))
-    assert code == 0 and "PROTOCOL" not in out, out
-    code, out, _ = _gate(capsys, base, _new(parts, tmp_path / "other", results=with_params(n_steps=7)))
+    for name, value in (("internal_batch_size", 8), ("rows_per_pass", 3)):
+        code, out, _ = _gate(capsys, base, _new(parts, tmp_path / name, results=with_params([name], **{name: value})))
+        assert code == 0 and "PROTOCOL" not in out, out
+        code, out, _ = _gate(capsys, base, _new(parts, tmp_path / f"{name}-", results=with_params(**{name: value})))
+        assert code != 0 and f"params.method_params.{name}" in out, out
+    code, out, _ = _gate(capsys, base, _new(parts, tmp_path / "other", results=with_params(["rows"], n_steps=7)))
     assert code != 0 and "params.method_params.n_steps" in out, out
+
+
+def test_a_method_declares_the_parameters_that_only_batch_and_the_resume_key_leaves_them_out():
+    from faithbench.attributions import get_method
+    from faithbench.bench.run.plan import plan
+
+    ig = get_method("integrated_gradients")
+    assert ig.cost_params == {"internal_batch_size"} and "internal_batch_size" not in ig.protocol_params
+    settings = {"name": "k", "dataset": "mnist", "models": ["cnn_mnist"], "methods": ["integrated_gradients"],
+                "metrics": ["pixel_deletion"], "n_samples": 4, "controls": False}  # fmt: skip
+
+    def key(**ig_params):
+        return plan(build_suite({**settings, "method_params": {"integrated_gradients": ig_params}}, "t")).keys
+
+    assert key(internal_batch_size=8) == key() != key(n_steps=7)
 
 
 def test_a_renamed_suite_alone_is_reported_not_failing(parts, base, tmp_path, capsys):
