@@ -170,7 +170,11 @@ def _sizes_text(suite: Suite, device: torch.device) -> str:
     rows = call_rows(suite.max_batch, device)
     text = f"batch_size {suite.batch_size} (inputs explained a call), at most {rows:,} inputs a model call"
     if device.type != "cuda":
-        return text
+        gpu = call_rows(suite.max_batch, "cuda")
+        return (
+            f"{text} (this plan is the CPU's; on a GPU calls start at {gpu:,} inputs and their sizes are found at run "
+            "time, halving where one runs out of memory: --device cuda plans it)"
+        )
     return (
         f"{text}: where each model's calls start on a GPU, halving where one runs out of memory (the sizes are "
         "found at run time, so these are the fewest calls the run can make; each unit records the sizes it used)"

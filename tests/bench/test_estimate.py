@@ -212,5 +212,6 @@ def test_a_dry_run_prints_the_estimate_and_computes_nothing(tmp_path, capsys, mo
     assert (
         f"≈ {calls:,} calls on the CPU at batch_size 3 (inputs explained a call), at most 256 inputs a model" in words
     )
+    assert "the CPU's; on a GPU calls start at 16,384 inputs and their sizes are found at run time" in words
     assert "~ slic: 49 segments" in words  # LIME's estimated segment count, as a note
     assert not out.exists()
