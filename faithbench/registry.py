@@ -62,7 +62,7 @@ class Registry(Generic[T]):
 
     __getitem__ = get
 
-    def check(self, names: object, what: str | None = None) -> tuple[str, ...]:
+    def require(self, names: object, what: str | None = None) -> tuple[str, ...]:
         """Validate a list of names at once: a list of strings, every one registered."""
         if isinstance(names, str) or not isinstance(names, list | tuple):
             example = next(iter(self._entries), "name")  # the first registered: the zoo's, for models

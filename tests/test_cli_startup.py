@@ -102,7 +102,7 @@ def test_a_short_registry_names_its_close_matches_and_every_valid_name():
     with pytest.raises(KeyError, match=r"^unknown suite 'cifar'; valid suites: smoke, text"):
         reg.get("cifar")
     with pytest.raises(KeyError, match=r"^x: unknown suite\(s\) Vision \(did you mean vision, vision-full\?\), nope; "):
-        reg.check(["Vision", "nope"], "x")
+        reg.require(["Vision", "nope"], "x")
 
 
 def test_a_long_registry_names_its_close_matches_and_points_to_list():

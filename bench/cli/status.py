@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from faithbench.bench.report.formats import to_text
-from faithbench.bench.run.plan import plan
+from faithbench.bench.run.plan import resolve
 from faithbench.bench.run.run_status import run_status
 from faithbench.bench.run.suite import recorded_suite
 from faithbench.bench.store.results import RunStore
@@ -16,8 +16,8 @@ from faithbench.bench.store.results import RunStore
 def cmd_status(args: argparse.Namespace) -> int:
     run_dir = Path(args.run)
     record = RunStore(run_dir).read_record()
-    steps = plan(recorded_suite(record, run_dir / "run.json"))
-    table, running = run_status(run_dir, steps)
+    plan = resolve(recorded_suite(record, run_dir / "run.json"))
+    table, running = run_status(run_dir, plan)
     sys.stdout.write(to_text(table, width=120, keys=1) + "\n")
     total = table.sum(numeric_only=True)
     finished = total["done"] + total["skipped"] == total["units"]

@@ -164,7 +164,7 @@ def cmd_zoo(args: argparse.Namespace) -> int:
     # models (GPU presets and Hugging Face checkpoints are built only when named).
     modality = "text" if args.text else "image"
     default = [n for n, r in model_zoo.RECIPES.items() if r.modality == modality and not r.on_request]
-    names = model_zoo.RECIPES.check(args.models or default, "zoo models")
+    names = model_zoo.RECIPES.require(args.models or default, "zoo models")
     rows = zoo_rows(list(names), n_grids=args.locality_grids)
     sys.stdout.write(zoo_table(rows) + "\n")
     if args.locality_grids:

@@ -127,11 +127,11 @@ def _count(item: MetricCost, unit: Unit, per: int, share: bool) -> tuple[int, in
 
 
 def _unit(
-    steps: Plan, model: ModelAdapter, method: AttributionMethod, n_images: int, piece: int, shared: dict, rows: int
+    plan: Plan, model: ModelAdapter, method: AttributionMethod, n_images: int, piece: int, shared: dict, rows: int
 ) -> Unit:
     """The unit the run builds (:func:`~faithbench.bench.run.evaluate.suite_unit`) on an evaluation set of
     ``n_images`` images that is not read (an empty (N, 0) tensor)."""
-    suite = steps.suite
+    suite = plan.suite
     samples = min(suite.n_samples, n_images) if n_images else suite.n_samples
     data = EvalData(suite.dataset, torch.empty(n_images, 0), torch.zeros(n_images).long())
     return suite_unit(suite, model, method, data, torch.arange(samples), torch.device("cpu"), rows, rank=piece,
@@ -170,11 +170,11 @@ def architecture(name: str) -> nn.Module | None:
     return spec.architecture().eval() if spec.architecture is not None and spec.encoding is not None else None
 
 
-def _items(steps: Plan, unit: Unit) -> list[tuple[str, MetricCost | None]]:
+def _items(plan: Plan, unit: Unit) -> list[tuple[str, MetricCost | None]]:
     """(metric, item) of every metric the unit evaluates (``MetricSpec.evaluates``; None: the metric declares no
     cost)."""
     out: list[tuple[str, MetricCost | None]] = []
-    for metric in steps.metrics:
+    for metric in plan.metrics:
         spec = metric.spec
         if spec.evaluates(unit):
             out += [(metric.name, i) for i in spec.cost(unit, metric.config)] if spec.cost else [(metric.name, None)]
@@ -182,21 +182,21 @@ def _items(steps: Plan, unit: Unit) -> list[tuple[str, MetricCost | None]]:
 
 
 def estimate(
-    steps: Plan,
+    plan: Plan,
     models: Mapping[str, ModelAdapter] | None = None,
     n_images: int | None = None,
     *,
     device: torch.device | str = "cpu",
     image: Tensor | None = None,
 ) -> Estimate:
-    """The cost of running ``steps`` (the models in ``models`` as they are, the others as :func:`stand_in` describes
+    """The cost of running ``plan`` (the models in ``models`` as they are, the others as :func:`stand_in` describes
     them) on an evaluation set of ``n_images`` images (None: not read; work per image is then not counted), on
     ``device``: calls of the suite's ``max_batch`` there (:func:`faithbench.calls.call_rows`; a GPU's are the fewest
     its calls can be: it finds smaller sizes by trying). On a GPU each image model's memory per input with gradients
     is measured on its architecture with ``image`` (one evaluation image: :func:`input_bytes`; ``input bytes``, None
     where it is not measured)."""
-    suite, models = steps.suite, dict(models or {})
-    deciding = {x.name: x.deciders for x in steps.metrics}
+    suite, models = plan.suite, dict(models or {})
+    deciding = {x.name: x.deciders for x in plan.metrics}
     shared = {name: None for name, who in deciding.items() if who}
     notes = [] if n_images else ["the data set was not read: the work per evaluation image (selections) is left out"]
     rows, gpu = call_rows(suite.max_batch, device), torch.device(device).type == "cuda"
@@ -208,18 +208,18 @@ def estimate(
         module = model.module if name in models else architecture(name) if gpu else None
         measured = gpu and module is not None and image is not None and model.modality == "image"
         model_work: dict[tuple[int, Hashable], tuple[int, int]] = {}  # (piece, key): once per model and piece
-        for job in steps.jobs:
+        for job in plan.jobs:
             method = job.build()
             why = refusal(method, model, name in models)
             if why:
                 skipped[(name, job.name)] = why
                 continue
-            inputs, calls, found, missing = _unit_cost(steps, model, method, n_images or 0, shared, model_work, rows)
+            inputs, calls, found, missing = _unit_cost(plan, model, method, n_images or 0, shared, model_work, rows)
             notes += [f"metric {metric} declares no cost: not counted" for metric in sorted(missing)]
             known = name in models or type(method)._check is AttributionMethod._check
             units.append({"model": name, "method": job.name, "model inputs": inputs, "model calls": calls,
                           "known": known, "notes": tuple(sorted(found))})  # fmt: skip
-        before = _before(steps, model, deciding, n_images or 0, rows)
+        before = _before(plan, model, deciding, n_images or 0, rows)
         per_model.append({"model": name, "shared inputs": sum(i for i, _ in model_work.values()),
                           "shared calls": sum(c for _, c in model_work.values()),
                           "before inputs": before[0], "before calls": before[1],
@@ -240,7 +240,7 @@ def device_free(device: torch.device) -> int | None:
 
 
 def _unit_cost(
-    steps: Plan,
+    plan: Plan,
     model: ModelAdapter,
     method: AttributionMethod,
     n_images: int,
@@ -256,9 +256,9 @@ def _unit_cost(
     note, inputs, calls = method.cost_note(model), 0, 0
     found: set[str] = {UNDECLARED} if declared is None else set()
     missing: set[str] = set()
-    for piece in range(steps.suite.pieces):
-        unit, seen = _unit(steps, model, method, n_images, piece, shared, rows), set()
-        for metric, item in _items(steps, unit):
+    for piece in range(plan.suite.pieces):
+        unit, seen = _unit(plan, model, method, n_images, piece, shared, rows), set()
+        for metric, item in _items(plan, unit):
             if item is None:
                 missing.add(metric)
                 continue
@@ -274,16 +274,16 @@ def _unit_cost(
 
 
 def _before(
-    steps: Plan, model: ModelAdapter, deciding: dict[str, tuple[str, ...]], n_images: int, rows: int
+    plan: Plan, model: ModelAdapter, deciding: dict[str, tuple[str, ...]], n_images: int, rows: int
 ) -> tuple[int, int]:
     """What ``model`` computes before any unit: for each metric whose items it decides for every model, the work of
     choosing its own (the metric's per-model work, asked as if nothing were shared)."""
     inputs = calls = 0
-    method = steps.jobs[0].build() if steps.jobs else None
-    for metric in steps.metrics:
+    method = plan.jobs[0].build() if plan.jobs else None
+    for metric in plan.metrics:
         if method is None or model.name not in deciding.get(metric.name, ()) or metric.spec.cost is None:
             continue
-        unit = _unit(steps, model, method, n_images, 0, {}, rows)
+        unit = _unit(plan, model, method, n_images, 0, {}, rows)
         for item in metric.spec.cost(unit, metric.config):
             if item.scope == "model":
                 i, c = _count(item, unit, 0, False)

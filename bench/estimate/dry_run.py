@@ -16,7 +16,7 @@ from faithbench.bench.estimate.counts import Estimate, device_free, estimate
 from faithbench.bench.estimate.slice_time import other_device, time_from_slice, time_lines
 from faithbench.bench.run.data import load_data
 from faithbench.bench.run.distributed import device_named
-from faithbench.bench.run.plan import Plan, plan
+from faithbench.bench.run.plan import Plan, resolve
 from faithbench.bench.run.run_status import plan_table
 from faithbench.bench.run.suite import Suite
 from faithbench.calls import call_rows
@@ -42,15 +42,15 @@ def dry_run_text(
     unit times scale to the plan's (:mod:`faithbench.bench.estimate.slice_time`), for the suite and each tier;
     ``device`` (``auto``: a GPU where this machine has one) and ``workers`` on it: the plan's calls (a GPU's found
     at run time, :mod:`faithbench.calls`) and each model's memory per input."""
-    steps, dev = plan(suite), device_named(device)
+    plan, dev = resolve(suite), device_named(device)
     count, image = evaluation_set(suite)
-    cost = estimate(steps, n_images=count, device=dev, image=probe_image(suite, image))
-    table = _units_table(steps, cost)
+    cost = estimate(plan, n_images=count, device=dev, image=probe_image(suite, image))
+    table = _units_table(plan, cost)
     lines = [
-        f"suite {suite.name}: {len(suite.models)} models x {len(steps.jobs)} methods and controls, "
-        f"{len(steps.metrics)} metrics, {suite.n_samples} samples, {suite.pieces} piece(s) per unit\n",
+        f"suite {suite.name}: {len(suite.models)} models x {len(plan.jobs)} methods and controls, "
+        f"{len(plan.metrics)} metrics, {suite.n_samples} samples, {suite.pieces} piece(s) per unit\n",
         table_text(table) + "\n",
-        table_text(_inputs_matrix(steps, cost)) + "\n",
+        table_text(_inputs_matrix(plan, cost)) + "\n",
         textwrap.fill(_summary(suite, cost, dev, workers), width),
     ]
     notes = cost.units.explode("notes").dropna(subset=["notes"]).groupby("notes", sort=False)["method"]
@@ -66,7 +66,7 @@ def dry_run_text(
     elif dev.type == "cuda":
         lines.append(textwrap.fill(f"time: none for {dev.type} (counts are not seconds): pass --times-from a slice "
                                    "of the suite run on this GPU (e.g. --n-samples 8 --n-grids 4)", width))  # fmt: skip
-    for tier in steps.tiers:
+    for tier in plan.tiers:
         t_count, t_image = evaluation_set(tier.plan.suite)
         t_cost = estimate(tier.plan, n_images=t_count, device=dev, image=t_image)
         t_inputs, t_calls = t_cost.total()
@@ -88,11 +88,11 @@ def dry_run_text(
     return "\n".join(lines) + "\n"
 
 
-def _units_table(steps: Plan, cost: Estimate) -> pd.DataFrame:
+def _units_table(plan: Plan, cost: Estimate) -> pd.DataFrame:
     """The plan's table (:func:`~faithbench.bench.run.run_status.plan_table`) with each model's inputs and calls."""
-    table = plan_table(steps)
+    table = plan_table(plan)
     by_model = cost.units.groupby("model")[["model inputs", "model calls"]].sum()
-    by_model = by_model.reindex(steps.suite.models, fill_value=0)
+    by_model = by_model.reindex(plan.suite.models, fill_value=0)
     shared = cost.models.set_index("model")
     for kind in ("inputs", "calls"):
         own = by_model[f"model {kind}"] + shared[f"shared {kind}"] + shared[f"before {kind}"]
@@ -131,15 +131,15 @@ def disk_line(suite: Suite, out: Path) -> str:
     return f"disk: {free:,.0f} GiB free at {where}; the run keeps {kept}"
 
 
-def _inputs_matrix(steps: Plan, cost: Estimate) -> pd.DataFrame:
+def _inputs_matrix(plan: Plan, cost: Estimate) -> pd.DataFrame:
     """Model inputs per (method, model) cell: - refused, ? may be refused when the model loads, ~ an estimate."""
     u = cost.units
     marks = [f"{n:,}{'~' if notes else ''}{'' if known else '?'}" for n, notes, known in zip(
         u["model inputs"], u["notes"], u["known"], strict=True)]  # fmt: skip
     cells = dict(zip(zip(u["model"], u["method"], strict=True), marks, strict=True))
     return pd.DataFrame(
-        {"model inputs ≈": [j.name for j in steps.jobs]}
-        | {m: [cells.get((m, j.name), "-") for j in steps.jobs] for m in steps.suite.models}
+        {"model inputs ≈": [j.name for j in plan.jobs]}
+        | {m: [cells.get((m, j.name), "-") for j in plan.jobs] for m in plan.suite.models}
     )
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 from faithbench.bench.estimate.counts import Estimate, estimate
-from faithbench.bench.run.plan import plan
+from faithbench.bench.run.plan import resolve
 from faithbench.bench.run.suite import Suite, recorded_suite
 from faithbench.bench.store.results import read_results
 from faithbench.errors import UserError
@@ -98,7 +98,7 @@ def time_from_slice(suite: Suite, folder: Path, n_images: int | None = None) -> 
     sliced = recorded_suite(json.loads(run_json.read_text()), run_json)
     measured, device = slice_seconds(folder)
     on = {"n_images": n_images, "device": "cuda" if "cuda" in device else "cpu"}
-    planned = unit_work(estimate(plan(sliced), **on))
+    planned = unit_work(estimate(resolve(sliced), **on))
     before = planned.merge(measured, on=["model", "method"], how="inner")
     if before.empty:
         raise UserError(f"--times-from {folder}: the run there shares no (model, method) unit with suite {suite.name}")
@@ -107,7 +107,7 @@ def time_from_slice(suite: Suite, folder: Path, n_images: int | None = None) -> 
         zip(before["model"], before["method"], strict=True)
     )
     rows = []
-    for unit in unit_work(estimate(plan(suite), **on)).itertuples(index=False):
+    for unit in unit_work(estimate(resolve(suite), **on)).itertuples(index=False):
         same = before[(before["model"] == unit.model) & (before["method"] == unit.method)]
         if len(same):
             s = float(same["seconds"].iloc[0])

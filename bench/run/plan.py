@@ -119,7 +119,7 @@ def metric_jobs(suite: Suite) -> tuple[MetricJob, ...]:
     return tuple(out)
 
 
-def plan(suite: Suite) -> Plan:
+def resolve(suite: Suite) -> Plan:
     """Resolve ``suite`` into the runner's plan: jobs, metric configs and every (model, job)'s plan key (each method is
     built once here to normalise its parameters and to find a plugin's source)."""
     resolved, keys, settings = [], {}, evaluation_settings(suite)
@@ -132,7 +132,7 @@ def plan(suite: Suite) -> Plan:
             plugins = source_identity(files + model_code[model_name])
             keys[(model_name, job.name)] = plan_key(settings, model_name, job.name, method.protocol_params, plugins)
     tiers = tuple(
-        Tier(name=t, folder=tier_folder(t), plan=plan(with_overrides(load_suite(t), seed=suite.seed)))
+        Tier(name=t, folder=tier_folder(t), plan=resolve(with_overrides(load_suite(t), seed=suite.seed)))
         for t in suite.tiers
     )
     metrics, record = metric_jobs(suite), suite.to_dict()

@@ -32,7 +32,7 @@ from faithbench.bench.run.data import load_data
 from faithbench.bench.run.distributed import Worker, device_named
 from faithbench.bench.run.fit import check_own_models, held_out_accuracy
 from faithbench.bench.run.pairing import SharedItems, save_shared, share_items, shared_digest
-from faithbench.bench.run.plan import Plan, plan, resume_count
+from faithbench.bench.run.plan import Plan, resolve, resume_count
 from faithbench.bench.run.preflight import check_before_compute
 from faithbench.bench.run.provenance import provenance, registry_catalog
 from faithbench.bench.run.suite import Suite
@@ -83,16 +83,16 @@ class _Writer:
         self,
         *,
         out: Path,
-        steps: Plan,
+        plan: Plan,
         shared: dict[str, SharedItems],
         prov: dict,
         accuracy: dict[str, dict],
         outcome: Callable[[], Outcome],
     ) -> None:
-        self.out, self.steps, self.shared, self.prov, self.outcome = out, steps, shared, prov, outcome
+        self.out, self.plan, self.shared, self.prov, self.outcome = out, plan, shared, prov, outcome
         self.accuracy = accuracy  # each model's held-out accuracy on the run's data (:mod:`.fit`)
         self.store = RunStore(out)
-        self.plugins_from = plugin_folders(steps.suite.plugins)  # once: run.json records it at every flush
+        self.plugins_from = plugin_folders(plan.suite.plugins)  # once: run.json records it at every flush
         self.catalog = registry_catalog().to_dict()  # once too (the registries, plugins imported, for the report)
         self.started = False
         self.flushed_at = -FLUSH_EVERY_S  # the first finished unit is written at once
@@ -114,11 +114,11 @@ class _Writer:
         reasons = [{"model": m, "method": j, "reason": why} for (m, j), why in skipped.items()]
         atomic_write_text(self.out / "skipped.json", json.dumps(reasons, indent=2))
         write_identical(self.out, identical)
-        frame = self.store.write_tables(units, self.steps.suite.name)
+        frame = self.store.write_tables(units, self.plan.suite.name)
         shared = {name: items.record() for name, items in self.shared.items()}
         # last: it names the units
         self.store.save_record(
-            self.steps.record, self.prov, units, shared, self.plugins_from, self.catalog, self.accuracy
+            self.plan.record, self.prov, units, shared, self.plugins_from, self.catalog, self.accuracy
         )
         return frame
 
@@ -146,10 +146,10 @@ def run(
     (``KeyboardInterrupt``): the finished pieces stay, the claimed ones are given back. ``worker``: this process
     among the run's workers when a launcher says so (a job array's task; default: torchrun's rank, or 0 of 1);
     ``handle_sigterm=False`` leaves SIGTERM to the launcher (submitit requeues the task on it)."""
-    steps = plan(suite)
-    check_before_compute([steps.suite, *(tier.plan.suite for tier in steps.tiers)])  # before any folder is made
+    plan = resolve(suite)
+    check_before_compute([plan.suite, *(tier.plan.suite for tier in plan.tiers)])  # before any folder is made
     with torch_settings_kept():  # the device's settings (full-fp32 CUDA) last as long as the run, not beyond it
-        return _run_plan(steps, Path(out), device, progress, worker, handle_sigterm)
+        return _run_plan(plan, Path(out), device, progress, worker, handle_sigterm)
 
 
 @contextlib.contextmanager
@@ -162,30 +162,30 @@ def torch_settings_kept() -> Any:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = flags
 
 
-def _run_plan(steps: Plan, out: Path, device: str, progress: bool, worker: Worker | None, handle_sigterm: bool) -> Any:
-    """The run of ``steps`` (every name, config and key resolved before any model loads), then its tiers'."""
-    suite = steps.suite
+def _run_plan(plan: Plan, out: Path, device: str, progress: bool, worker: Worker | None, handle_sigterm: bool) -> Any:
+    """The run of ``plan`` (every name, config and key resolved before any model loads), then its tiers'."""
+    suite = plan.suite
     started, dev = Worker.start(resolve_device(device))
     worker = worker or started
     resuming = worker.first and (out / "run.json").exists()
-    lock = FolderLock(out, f"bench run --suite {suite.name}", run_id=steps.run_id).acquire()
+    lock = FolderLock(out, f"bench run --suite {suite.name}", run_id=plan.run_id).acquire()
     # only the main thread may set signal handlers
     main_thread = handle_sigterm and threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
     try:
         with quiet() if not progress or not worker.first else contextlib.nullcontext():  # one worker draws
-            results = _run(steps, out, dev, worker, progress, resuming)
+            results = _run(plan, out, dev, worker, progress, resuming)
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
         lock.release(remove_if_empty=True)
-    for tier in steps.tiers:  # e.g. the ground-truth tier: its own suite and folder, this run's seed
+    for tier in plan.tiers:  # e.g. the ground-truth tier: its own suite and folder, this run's seed
         _run_plan(tier.plan, out / tier.folder, device, progress, worker, handle_sigterm)
     return results
 
 
-def _run(steps: Plan, out: Path, dev: torch.device, worker: Worker, progress: bool, resuming: bool) -> Any:
-    suite = steps.suite
+def _run(plan: Plan, out: Path, dev: torch.device, worker: Worker, progress: bool, resuming: bool) -> Any:
+    suite = plan.suite
     data = load_data(suite)
     ids = sample_ids(suite, len(data.labels))
     batch = call_rows(suite.max_batch, dev)  # inputs per call at most: where faithbench.calls' ladder starts
@@ -195,16 +195,16 @@ def _run(steps: Plan, out: Path, dev: torch.device, worker: Worker, progress: bo
         zoo.build_missing(suite.models)
         accuracy = held_out_accuracy(suite, data, dev, batch)  # every model's line, recorded in run.json
 
-    shared = share_items(steps, data, dev, lambda name: load_model(name, device=dev), batch)
+    shared = share_items(plan, data, dev, lambda name: load_model(name, device=dev), batch)
     digest = shared_digest(shared)  # part of every unit's key: the items depend on every deciding model
     prov = provenance(dev, suite.seed)
     writer = _Writer(
-        out=out, steps=steps, shared=shared, prov=prov, accuracy=accuracy, outcome=lambda: work.outcome()
+        out=out, plan=plan, shared=shared, prov=prov, accuracy=accuracy, outcome=lambda: work.outcome()
     )  # work: below
     files = UnitFiles(out=out, pieces=suite.pieces, before_writing=writer.start)
-    total = len(steps.keys)  # one per (model, job)
+    total = len(plan.keys)  # one per (model, job)
     if resuming:
-        tqdm.write(f"resuming {out}: {resume_count(files.store, steps.keys)} of {total} units done", file=sys.stderr)
+        tqdm.write(f"resuming {out}: {resume_count(files.store, plan.keys)} of {total} units done", file=sys.stderr)
     # A bar in a terminal, plain lines in a log; its ETA counts only the units computed here (not those reused from
     # an earlier run, skipped or computed by another worker) and leaves out the time models take to load.
     bar = progress_bar(
@@ -218,7 +218,7 @@ def _run(steps: Plan, out: Path, dev: torch.device, worker: Worker, progress: bo
             writer.maybe_flush()
 
     work = Work(
-        steps=steps, data=data, ids=ids, device=dev, shared=shared, digest=digest, prov=prov, files=files,
+        plan=plan, data=data, ids=ids, device=dev, shared=shared, digest=digest, prov=prov, files=files,
         paused=bar.paused, newly_done=newly_done, verbose=worker.first,
     )  # fmt: skip
     try:  # worker 0 waits for the others' pieces

@@ -153,10 +153,10 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
         given = values.get(key)
         if folder is not None and given and given not in CLASS_INDEX and not Path(given).expanduser().is_absolute():
             values[key] = str(folder / given)
-    models = MODELS.check(data["models"], f"{where} models")
+    models = MODELS.require(data["models"], f"{where} models")
     models = with_builds(models, values.get("builds", 1), MODELS.__contains__, where)
-    methods = METHODS.check(data["methods"], f"{where} methods")
-    metrics = METRICS.check(data["metrics"], f"{where} metrics")
+    methods = METHODS.require(data["methods"], f"{where} methods")
+    metrics = METRICS.require(data["metrics"], f"{where} metrics")
     for kind, names in (("model", models), ("method", methods), ("metric", metrics)):
         if not names:
             raise UserError(f"{where} the suite selects no {kind}")
@@ -191,7 +191,7 @@ def build_suite(data: Mapping[str, Any], source: str = "suite", folder: Path | N
     method_params = data.get("method_params", {})
     if not isinstance(method_params, Mapping):
         raise UserError(f"{where} method_params must be tables [method_params.NAME], got {method_params!r}")
-    METHODS.check(list(method_params), f"{where} method_params")
+    METHODS.require(list(method_params), f"{where} method_params")
     for name in dict.fromkeys([*methods, *method_params]):
         params = method_params.get(name, {})
         if not isinstance(params, Mapping):

@@ -73,7 +73,7 @@ class Work:
     computed_here)``: called for each unit it sees finished (or skipped) for the first time; ``verbose``: states the
     identical maps it finds (worker 0; the others keep quiet)."""
 
-    steps: Plan
+    plan: Plan
     data: EvalData
     ids: torch.Tensor
     device: torch.device
@@ -96,7 +96,7 @@ class Work:
 
     @property
     def total(self) -> int:
-        return len(self.steps.keys)  # one per (model, job)
+        return len(self.plan.keys)  # one per (model, job)
 
     def finished(self) -> bool:
         return len(self.done) + len(self.skipped) == self.total
@@ -106,7 +106,7 @@ class Work:
         worker can do (the others' pieces); waiting, it looks again every ``poll_s`` s. Returns :meth:`finished`."""
         while True:
             moved = False
-            for name in self.steps.suite.models:
+            for name in self.plan.suite.models:
                 moved |= self.model_pass(name)
             if self.finished() or (not moved and not wait):
                 return self.finished()
@@ -114,8 +114,8 @@ class Work:
                 time.sleep(poll_s)
 
     def outcome(self) -> Outcome:
-        order = [(m, j.name) for m in self.steps.suite.models for j in self.steps.jobs]
-        keys = {m: sorted(u["key"] for (n, _), u in self.done.items() if n == m) for m in self.steps.suite.models}
+        order = [(m, j.name) for m in self.plan.suite.models for j in self.plan.jobs]
+        keys = {m: sorted(u["key"] for (n, _), u in self.done.items() if n == m) for m in self.plan.suite.models}
         return Outcome([self.done[p] for p in order if p in self.done], dict(self.skipped), self.files.identical(keys))
 
     def load(self, name: str) -> ModelAdapter:
@@ -129,7 +129,7 @@ class Work:
     @property
     def max_batch(self) -> int:
         """Inputs per model call at most, where :func:`faithbench.calls.in_chunks` starts on this device."""
-        return call_rows(self.steps.suite.max_batch, self.device)
+        return call_rows(self.plan.suite.max_batch, self.device)
 
     def release_model(self) -> None:
         self.model, self.model_name, self.model_caches = None, None, {}
@@ -137,7 +137,7 @@ class Work:
     def model_pass(self, name: str) -> bool:
         """Every unit of model ``name`` this worker can move on. Returns whether it computed or merged anything."""
         moved = False
-        for job in self.steps.jobs:
+        for job in self.plan.jobs:
             moved |= self._unit(name, job)
         self._identities(name)
         self.release_model()
@@ -167,7 +167,7 @@ class Work:
             moved = True
         self.done[pair] = unit
         self.newly_done(pair, pair in self.computed)
-        if self.steps.example is not None and not job.is_control and job.rerun_of is None:
+        if self.plan.example is not None and not job.is_control and job.rerun_of is None:
             with self.files.example_claim(name, job.name, key) as mine:
                 if mine:
                     self.files.save_example(name, job.name, key, self._example(name, job))
@@ -175,7 +175,7 @@ class Work:
 
     def _example(self, name: str, job: Job) -> Any:
         """The example map the plan's example metric chooses, explained by the unit's method."""
-        example = self.steps.example
+        example = self.plan.example
         assert example is not None
         return example.spec.example(self._unit_of(name, job, torch.arange(0)), example.config)
 
@@ -199,10 +199,10 @@ class Work:
             self.keys[(name, job.name)] = None
             self.skipped[(name, job.name)] = str(exc)
             return
-        plan = self.steps.keys[(name, job.name)]
-        self.keys[(name, job.name)] = unit_key(plan, model.weights_sha256, self.digest)
+        plan_key = self.plan.keys[(name, job.name)]
+        self.keys[(name, job.name)] = unit_key(plan_key, model.weights_sha256, self.digest)
         self.meta[(name, job.name)] = {
-            "plan_key": plan,
+            "plan_key": plan_key,
             "family": model.family,
             "weights_sha256": model.weights_sha256,
             "method_params": method.params,
@@ -210,25 +210,25 @@ class Work:
             "model_info": model_record(model.info),
             # the cost columns depend on them, scores do not (a re-score replays them)
             "max_batch": self.max_batch,
-            "batch_size": self.steps.suite.batch_size,
+            "batch_size": self.plan.suite.batch_size,
             # what the rows say of the data (``compare`` and ``report`` combine runs on them)
-            "dataset": self.steps.suite.dataset,
-            "n_samples": self.steps.suite.n_samples,
-            "data_root": self.steps.suite.data_root or "",
+            "dataset": self.plan.suite.dataset,
+            "n_samples": self.plan.suite.n_samples,
+            "data_root": self.plan.suite.data_root or "",
         }
 
     def _unit_of(self, name: str, job: Job, ids: torch.Tensor, **state: Any) -> Any:
         model = self.load(name)
-        return suite_unit(self.steps.suite, model, job.build(), self.data, ids, self.device, self.max_batch, **state)
+        return suite_unit(self.plan.suite, model, job.build(), self.data, ids, self.device, self.max_batch, **state)
 
     def _piece(self, name: str, job: Job, c: int) -> Piece:
         """Piece ``c``: every metric on the unit's items i with i % pieces == c, with its maps."""
         of = self.files.pieces
-        maps = MapStore() if self.steps.suite.store_maps else None
+        maps = MapStore() if self.plan.suite.store_maps else None
         unit = self._unit_of(name, job, self.ids, rank=c, world=of, model_cache=self.model_caches.setdefault(c, {}),
                              maps=maps, shared=self.shared)  # fmt: skip
         start, before = time.perf_counter(), found_sizes()
-        records = evaluate_unit(unit, self.steps.metrics)
+        records = evaluate_unit(unit, self.plan.metrics)
         extra: dict[str, Any] = {"provenance": self.prov, "seconds": time.perf_counter() - start}
         if c == 0:
             extra["fingerprint"] = fingerprint(unit)  # the unit's first images: saved, so a resumed run compares it
@@ -251,7 +251,7 @@ class Work:
         """Once every unit of model ``name`` is done: its method pairs with identical maps, saved per model (the
         check needs the model itself: whether a known identity holds depends on its layers) and, by worker 0,
         stated once (a resumed run states them again)."""
-        pairs = [(name, j.name) for j in self.steps.jobs]
+        pairs = [(name, j.name) for j in self.plan.jobs]
         if name in self.flagged or any(p not in self.done and p not in self.skipped for p in pairs):
             return
         units = [self.done[p] for p in pairs if p in self.done]

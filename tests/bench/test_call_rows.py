@@ -14,7 +14,7 @@ from faithbench.bench.cli.parser import max_batch_arg
 from faithbench.bench.estimate.counts import estimate, input_bytes
 from faithbench.bench.run import runner
 from faithbench.bench.run.data import load_data
-from faithbench.bench.run.plan import plan
+from faithbench.bench.run.plan import resolve
 from faithbench.bench.run.suite import build_suite, load_suite, with_overrides
 from faithbench.calls import CPU_ROWS, GPU_ROWS, call_rows
 from faithbench.errors import UserError
@@ -86,7 +86,7 @@ def test_a_run_from_the_gpus_top_makes_the_calls_the_gpu_plan_counts(runs):
     suite = build_suite(SUITE)
     data = load_data(suite)
     models = {name: load_model(name) for name in SUITE["models"]}
-    cost = estimate(plan(suite), models, len(data.labels), device="cuda", image=data.images[:1])
+    cost = estimate(resolve(suite), models, len(data.labels), device="cuda", image=data.images[:1])
     assert cost.models["input bytes"].notna().all()  # a GPU plan states each image model's memory per input
     rows = runs["gpu"].drop_duplicates(["model", "method", "metric"])  # a metric's aggregates repeat its costs
     measured = rows.groupby(["model", "method"], sort=False)["model_calls"].sum()

@@ -125,7 +125,7 @@ def test_a_method_parameter_that_only_batches_does_not_fail(parts, base, tmp_pat
 
 def test_a_method_declares_the_parameters_that_only_batch_and_the_resume_key_leaves_them_out():
     from faithbench.attributions import get_method
-    from faithbench.bench.run.plan import plan
+    from faithbench.bench.run.plan import resolve
 
     ig = get_method("integrated_gradients")
     assert ig.cost_params == {"internal_batch_size"} and "internal_batch_size" not in ig.protocol_params
@@ -133,7 +133,7 @@ def test_a_method_declares_the_parameters_that_only_batch_and_the_resume_key_lea
                 "metrics": ["pixel_deletion"], "n_samples": 4, "controls": False}  # fmt: skip
 
     def key(**ig_params):
-        return plan(build_suite({**settings, "method_params": {"integrated_gradients": ig_params}}, "t")).keys
+        return resolve(build_suite({**settings, "method_params": {"integrated_gradients": ig_params}}, "t")).keys
 
     assert key(internal_batch_size=8) == key() != key(n_steps=7)
 

@@ -12,7 +12,7 @@ from faithbench.bench.cli.run import dry_run
 from faithbench.bench.estimate.counts import estimate, stand_in
 from faithbench.bench.run.counters import measuring
 from faithbench.bench.run.data import load_data
-from faithbench.bench.run.plan import plan
+from faithbench.bench.run.plan import resolve
 from faithbench.bench.run.runner import run
 from faithbench.bench.run.suite import build_suite
 from faithbench.metrics.registry import METRICS
@@ -84,7 +84,7 @@ def measured(tmp_path_factory) -> pd.DataFrame:
 
 def _estimated(models: dict | None = None):
     suite = build_suite(SUITE)
-    return estimate(plan(suite), models, len(load_data(suite).labels))
+    return estimate(resolve(suite), models, len(load_data(suite).labels))
 
 
 def test_the_estimate_equals_the_measured_model_inputs(measured, monkeypatch):
@@ -190,7 +190,7 @@ def test_every_registered_method_and_metric_declares_a_cost():
 def test_a_shared_grid_selection_is_paid_before_the_units():
     """Grids shared by every model: each deciding model runs over the data set once before any unit; none in a unit."""
     suite = build_suite({**SUITE, "gridpg": {"n_grids": 2, "pairing": "shared"}})
-    cost = estimate(plan(suite), None, 1000)
+    cost = estimate(resolve(suite), None, 1000)
     models = cost.models.set_index("model")
     assert (models["before inputs"] == 1000).all()
     assert (models["shared inputs"] == 5).all()  # the predicted classes of the 5 samples (3 + 2 in two pieces)

@@ -15,7 +15,7 @@ import pytest
 
 from faithbench.bench.cli import main
 from faithbench.bench.run import runner, work
-from faithbench.bench.run.plan import plan
+from faithbench.bench.run.plan import resolve
 from faithbench.bench.run.run_status import run_status
 from faithbench.bench.run.suite import build_suite
 from faithbench.bench.store.claims import Claims
@@ -174,7 +174,7 @@ def test_a_run_stopped_after_two_pieces_resumes_on_three_workers_and_reuses_them
         with pytest.raises(KeyboardInterrupt):
             runner.run(suite, out, device="cpu", progress=False)
         assert len(list((out / "pieces").glob("*.json"))) == 2 and not list((out / "claims").glob("*.claim"))
-        table, running = run_status(out, plan(suite))
+        table, running = run_status(out, resolve(suite))
         assert table[["units", "done", "pieces done", "running", "stale", "left"]].values.tolist() == [
             [3, 0, 2, 0, 0, 7]
         ]

@@ -13,7 +13,7 @@ import pytest
 from faithbench.bench.cli import main
 from faithbench.bench.estimate.counts import estimate
 from faithbench.bench.estimate.slice_time import time_from_slice, unit_work
-from faithbench.bench.run.plan import plan
+from faithbench.bench.run.plan import resolve
 from faithbench.bench.run.suite import build_suite
 from faithbench.errors import UserError
 from faithbench.progress import clock_text
@@ -37,8 +37,8 @@ def test_a_unit_is_its_slice_time_scaled_by_its_estimated_inputs_and_calls(tmp_p
     sliced = _slice(tmp_path / "slice", ["gradient"], 4, seconds)  # bcos_cnn_mnist planned, no rows: refused
     full = build_suite({**SUITE, "methods": ["gradient", "input_x_gradient"], "n_samples": 12, "batch_size": 8})
     est = time_from_slice(full, tmp_path / "slice").units.set_index(["model", "method"])
-    before = unit_work(estimate(plan(sliced))).set_index(["model", "method"])
-    after = unit_work(estimate(plan(full))).set_index(["model", "method"])
+    before = unit_work(estimate(resolve(sliced))).set_index(["model", "method"])
+    after = unit_work(estimate(resolve(full))).set_index(["model", "method"])
     unit = ("cnn_mnist", "gradient")
     # deletion on n samples: n explanations and 11 perturbed inputs each: three times the samples, three times the
     # inputs; calls: 1 + 1 of 4 samples at batch 64, 2 + 1 of 12 at batch 8 (132 perturbed inputs, up to 256 a call)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from faithbench.bench.estimate.counts import GUESSED, estimate, stand_in
-from faithbench.bench.run.plan import plan
+from faithbench.bench.run.plan import resolve
 from faithbench.bench.run.suite import build_suite
 from faithbench.models import MODELS, load_model, zoo
 from faithbench.models.adapter import ModelFacts, ModelSpec, positional_embeddings
@@ -52,7 +52,7 @@ def test_an_entry_without_facts_is_estimated_as_a_guess_that_says_so():
     try:
         suite = build_suite({"name": "t", "dataset": "mnist", "models": ["factless"], "methods": ["gradient"],
                              "metrics": ["pixel_deletion"], "n_samples": 4, "controls": False}, "test")  # fmt: skip
-        cost = estimate(plan(suite))
+        cost = estimate(resolve(suite))
         assert stand_in("factless").input_size == (224, 224)
         assert GUESSED.format(name="factless") in cost.notes
     finally:
