@@ -87,6 +87,12 @@ class Bar(auto_tqdm):
         finally:
             self.unpause()
 
+    def exclude(self, seconds: float) -> None:
+        """Leave ``seconds`` just spent (a model's load) out of the pace."""
+        if not self.disable:
+            self.start_t += seconds
+            self.last_print_t += seconds
+
 
 class Lines:
     """tqdm's interface as faithbench uses it (``update``, ``set_postfix(_str)``, ``close``, iteration, ``with``),
@@ -158,9 +164,12 @@ class Lines:
         try:
             yield
         finally:
-            spent = self.clock() - start
-            self.excluded += spent
-            self.last_step += spent
+            self.exclude(self.clock() - start)
+
+    def exclude(self, seconds: float) -> None:
+        """Leave ``seconds`` just spent (a model's load) out of the pace."""
+        self.excluded += seconds
+        self.last_step += seconds
 
     def set_postfix_str(self, s: str = "", refresh: bool = True) -> None:
         self.postfix = s

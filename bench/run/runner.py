@@ -20,7 +20,6 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ from faithbench.bench.run.preflight import check_before_compute
 from faithbench.bench.run.provenance import provenance, registry_catalog
 from faithbench.bench.run.suite import Suite
 from faithbench.bench.run.suite_files import plugin_folders
-from faithbench.bench.run.work import Outcome, Work
+from faithbench.bench.run.work import Finished, Loaded, Outcome, Work, Writing
 from faithbench.bench.store.folder_lock import FolderLock
 from faithbench.bench.store.identity import write as write_identical
 from faithbench.bench.store.results import RunStore
@@ -76,20 +75,13 @@ def sample_ids(suite: Suite, n_images: int) -> torch.Tensor:
 
 class _Writer:
     """A worker's result files. Nothing is written before the first unit starts; from then on run.json (the suite,
-    provenance and the manifest of finished units) and the tables always describe this run, as ``outcome()`` has
-    it."""
+    provenance and the manifest of finished units) and the tables always describe this run, as the work's
+    :class:`~faithbench.bench.run.work.Outcome` has it."""
 
     def __init__(
-        self,
-        *,
-        out: Path,
-        plan: Plan,
-        shared: dict[str, SharedItems],
-        prov: dict,
-        accuracy: dict[str, dict],
-        outcome: Callable[[], Outcome],
+        self, *, out: Path, plan: Plan, shared: dict[str, SharedItems], prov: dict, accuracy: dict[str, dict]
     ) -> None:
-        self.out, self.plan, self.shared, self.prov, self.outcome = out, plan, shared, prov, outcome
+        self.out, self.plan, self.shared, self.prov = out, plan, shared, prov
         self.accuracy = accuracy  # each model's held-out accuracy on the run's data (:mod:`.fit`)
         self.store = RunStore(out)
         self.plugins_from = plugin_folders(plan.suite.plugins)  # once: run.json records it at every flush
@@ -97,20 +89,20 @@ class _Writer:
         self.started = False
         self.flushed_at = -FLUSH_EVERY_S  # the first finished unit is written at once
 
-    def start(self) -> None:
+    def start(self, outcome: Outcome) -> None:
         """Take the folder over for this run: a previous run's tables and manifest are replaced at once."""
         if not self.started:
             self.started = True
             save_shared(self.out, self.shared)  # rescore rebuilds the same items from it
-            self.flush()
+            self.flush(outcome)
 
-    def maybe_flush(self) -> None:
+    def maybe_flush(self, outcome: Outcome) -> None:
         if time.monotonic() - self.flushed_at >= FLUSH_EVERY_S:
-            self.flush()
+            self.flush(outcome)
 
-    def flush(self) -> pd.DataFrame:
+    def flush(self, outcome: Outcome) -> pd.DataFrame:
         self.flushed_at = time.monotonic()
-        units, skipped, identical = self.outcome()
+        units, skipped, identical = outcome
         reasons = [{"model": m, "method": j, "reason": why} for (m, j), why in skipped.items()]
         atomic_write_text(self.out / "skipped.json", json.dumps(reasons, indent=2))
         write_identical(self.out, identical)
@@ -198,10 +190,8 @@ def _run(plan: Plan, out: Path, dev: torch.device, worker: Worker, progress: boo
     shared = share_items(plan, data, dev, lambda name: load_model(name, device=dev), batch)
     digest = shared_digest(shared)  # part of every unit's key: the items depend on every deciding model
     prov = provenance(dev, suite.seed)
-    writer = _Writer(
-        out=out, plan=plan, shared=shared, prov=prov, accuracy=accuracy, outcome=lambda: work.outcome()
-    )  # work: below
-    files = UnitFiles(out=out, pieces=suite.pieces, before_writing=writer.start)
+    writer = _Writer(out=out, plan=plan, shared=shared, prov=prov, accuracy=accuracy)
+    files = UnitFiles(out=out, pieces=suite.pieces)
     total = len(plan.keys)  # one per (model, job)
     if resuming:
         tqdm.write(f"resuming {out}: {resume_count(files.store, plan.keys)} of {total} units done", file=sys.stderr)
@@ -210,31 +200,31 @@ def _run(plan: Plan, out: Path, dev: torch.device, worker: Worker, progress: boo
     bar = progress_bar(
         total=total, desc=f"suite {suite.name}", unit="unit", disable=not progress or not worker.first, file=sys.stderr
     )
-
-    def newly_done(pair: tuple[str, str], computed: bool) -> None:
-        bar.set_postfix_str(" / ".join(pair))
-        bar.update(timed=computed)
-        if computed:
-            writer.maybe_flush()
-
-    work = Work(
-        plan=plan, data=data, ids=ids, device=dev, shared=shared, digest=digest, prov=prov, files=files,
-        paused=bar.paused, newly_done=newly_done, verbose=worker.first,
-    )  # fmt: skip
+    work = Work(plan=plan, data=data, ids=ids, device=dev, shared=shared, digest=digest, prov=prov, files=files,
+                verbose=worker.first)  # fmt: skip
     try:  # worker 0 waits for the others' pieces
-        finished = work.run(wait=worker.first, poll_s=POLL_S)
+        for event in work.run(wait=worker.first, poll_s=POLL_S):
+            if isinstance(event, Loaded):
+                bar.exclude(event.seconds)
+            elif isinstance(event, Writing):
+                writer.start(work.outcome())
+            elif isinstance(event, Finished):
+                bar.set_postfix_str(" / ".join(event.pair))
+                bar.update(timed=event.computed)
+                if event.computed:
+                    writer.maybe_flush(work.outcome())
     except BaseException:  # an interrupt or an error: the tables still show every finished unit
         files.close()
         if writer.started:
             try:
-                writer.flush()
+                writer.flush(work.outcome())
             except Exception as exc:  # keep the original exception (e.g. the interrupt) in front
                 tqdm.write(f"could not rewrite the result tables: {exc}", file=sys.stderr)
         raise
     files.close()
     bar.close()
-    if not finished:
+    if not work.finished():
         return None
-    writer.start()  # every pair skipped: still record what was asked
-    frame = writer.flush()
+    writer.start(work.outcome())  # every pair skipped: still record what was asked
+    frame = writer.flush(work.outcome())
     return frame if worker.first else None

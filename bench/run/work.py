@@ -6,14 +6,16 @@ compute the pieces it claims and merge them -- what the folder's files allow is 
 resolved (it needs the weights), a piece evaluated, its example drawn. A worker loads a model only when it has
 something to do with it; its first pass loads each model once, for the units' keys. When a model's units are all
 done, the worker that saw it last flags its methods with identical maps (:mod:`faithbench.bench.run.fingerprints`).
+
+The work flows one way: :meth:`Work.run` yields what happened (:data:`Event`), and the runner turns the events into
+progress and writes; the work calls nothing of the runner's.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -26,7 +28,7 @@ from faithbench.bench.run.fingerprints import fingerprint, identical_pairs
 from faithbench.bench.run.pairing import SharedItems
 from faithbench.bench.run.plan import Job, Plan, unit_key
 from faithbench.bench.store.identity import warning_line
-from faithbench.bench.store.unit_files import Piece, UnitFiles
+from faithbench.bench.store.unit_files import Piece, UnitFiles, UnitRef
 from faithbench.calls import call_rows, found_sizes
 from faithbench.metrics.mapstore import MapStore
 from faithbench.models import load_model
@@ -66,12 +68,32 @@ class Outcome(NamedTuple):
     identical: list[dict]
 
 
+class Loaded(NamedTuple):
+    """A model loaded in ``seconds`` (not part of the units' pace)."""
+
+    model: str
+    seconds: float
+
+
+class Writing(NamedTuple):
+    """A file of this run is about to be written: the first one takes the folder over."""
+
+
+class Finished(NamedTuple):
+    """A unit this worker sees finished (or skipped) for the first time; ``computed``: it computed a piece of it."""
+
+    pair: Pair
+    computed: bool
+
+
+Event = Loaded | Writing | Finished
+Steps = Generator[Event, None, bool]  # a step of the work: its events, then whether it computed or merged anything
+
+
 @dataclass(kw_only=True)
 class Work:
     """The state of one worker: the units' keys it resolved, the units done, the model it holds. ``files``: what the
-    folder lets it do next; ``paused``: around a model's load (the progress's clock stops); ``newly_done(pair,
-    computed_here)``: called for each unit it sees finished (or skipped) for the first time; ``verbose``: states the
-    identical maps it finds (worker 0; the others keep quiet)."""
+    folder lets it do next; ``verbose``: states the identical maps it finds (worker 0; the others keep quiet)."""
 
     plan: Plan
     data: EvalData
@@ -81,8 +103,6 @@ class Work:
     digest: str
     prov: dict
     files: UnitFiles
-    paused: Callable[[], AbstractContextManager] = nullcontext
-    newly_done: Callable[[Pair, bool], None] = lambda pair, computed: None
     verbose: bool = True
     keys: dict[Pair, str | None] = field(default_factory=dict, init=False)  # None: the method cannot explain it
     meta: dict[Pair, dict] = field(default_factory=dict, init=False)
@@ -91,7 +111,6 @@ class Work:
     computed: set[Pair] = field(default_factory=set, init=False)  # units this worker computed a piece of
     flagged: set[str] = field(default_factory=set, init=False)  # models whose identical maps are checked
     model: ModelAdapter | None = field(default=None, init=False)
-    model_name: str | None = field(default=None, init=False)
     model_caches: dict[int, dict] = field(default_factory=dict, init=False)  # per piece: what units share (grids)
 
     @property
@@ -101,15 +120,16 @@ class Work:
     def finished(self) -> bool:
         return len(self.done) + len(self.skipped) == self.total
 
-    def run(self, wait: bool, poll_s: float) -> bool:
+    def run(self, wait: bool, poll_s: float) -> Iterator[Event]:
         """Passes over the suite's models until every unit is done or, unless ``wait``, nothing is left that this
-        worker can do (the others' pieces); waiting, it looks again every ``poll_s`` s. Returns :meth:`finished`."""
+        worker can do (the others' pieces); waiting, it looks again every ``poll_s`` s. Then :meth:`finished` says
+        whether the run is."""
         while True:
             moved = False
             for name in self.plan.suite.models:
-                moved |= self.model_pass(name)
+                moved |= yield from self._model_pass(name)
             if self.finished() or (not moved and not wait):
-                return self.finished()
+                return
             if not moved:
                 time.sleep(poll_s)
 
@@ -118,81 +138,82 @@ class Work:
         keys = {m: sorted(u["key"] for (n, _), u in self.done.items() if n == m) for m in self.plan.suite.models}
         return Outcome([self.done[p] for p in order if p in self.done], dict(self.skipped), self.files.identical(keys))
 
-    def load(self, name: str) -> ModelAdapter:
-        if self.model_name != name:
-            self.release_model()
-            with self.paused():
-                self.model, self.model_name = load_model(name, device=self.device), name
-        assert self.model is not None
-        return self.model
+    def _load(self, name: str) -> Iterator[Event]:
+        """Model ``name`` in :attr:`model` (loaded unless it is there)."""
+        if self.model is None or self.model.name != name:
+            self.model, self.model_caches = None, {}
+            start = time.perf_counter()
+            self.model = load_model(name, device=self.device)
+            yield Loaded(name, time.perf_counter() - start)
 
     @property
     def max_batch(self) -> int:
         """Inputs per model call at most, where :func:`faithbench.calls.in_chunks` starts on this device."""
         return call_rows(self.plan.suite.max_batch, self.device)
 
-    def release_model(self) -> None:
-        self.model, self.model_name, self.model_caches = None, None, {}
-
-    def model_pass(self, name: str) -> bool:
-        """Every unit of model ``name`` this worker can move on. Returns whether it computed or merged anything."""
+    def _model_pass(self, name: str) -> Steps:
+        """Every unit of model ``name`` this worker can move on; whether it computed or merged anything."""
         moved = False
         for job in self.plan.jobs:
-            moved |= self._unit(name, job)
-        self._identities(name)
-        self.release_model()
+            moved |= yield from self._unit(name, job)
+        yield from self._identities(name)
+        self.model, self.model_caches = None, {}
         return moved
 
-    def _unit(self, name: str, job: Job) -> bool:
+    def _unit(self, name: str, job: Job) -> Steps:
         """One (model, job) unit: skipped, reused, or its free pieces computed and, once all exist, merged; then its
-        example map. Returns whether it computed or merged anything."""
+        example map."""
         pair = (name, job.name)
         if pair in self.done or pair in self.skipped:
             return False
         if pair not in self.keys:
+            yield from self._load(name)
             self._resolve(name, job)
         key = self.keys[pair]
         if key is None:
-            self.newly_done(pair, False)
+            yield Finished(pair, False)
             return False
-        moved = False
-        unit = self.files.unit(name, job.name, key)
+        ref, moved = UnitRef(name, job.name, key), False
+        unit = self.files.unit(ref)
         if unit is None:
-            moved = self._compute_pieces(name, job, key)
+            moved = yield from self._compute_pieces(ref, job)
             if moved:
                 self.computed.add(pair)
-            unit = self.files.merge(name, job.name, key, self._head(name, job, key))
-            if unit is None:
+            if not self.files.complete(ref):
                 return moved  # pieces other workers hold
+            yield Writing()
+            unit = self.files.merge(ref, self._head(ref, job))
+            if unit is None:
+                return moved  # merged by another worker in between: seen on the next pass
             moved = True
         self.done[pair] = unit
-        self.newly_done(pair, pair in self.computed)
+        yield Finished(pair, pair in self.computed)
         if self.plan.example is not None and not job.is_control and job.rerun_of is None:
-            with self.files.example_claim(name, job.name, key) as mine:
+            with self.files.example_claim(ref) as mine:
                 if mine:
-                    self.files.save_example(name, job.name, key, self._example(name, job))
+                    yield Writing()
+                    yield from self._load(name)
+                    example = self.plan.example
+                    unit_now = self._unit_of(job, torch.arange(0))
+                    self.files.save_example(ref, example.spec.example(unit_now, example.config))
         return moved
 
-    def _example(self, name: str, job: Job) -> Any:
-        """The example map the plan's example metric chooses, explained by the unit's method."""
-        example = self.plan.example
-        assert example is not None
-        return example.spec.example(self._unit_of(name, job, torch.arange(0)), example.config)
-
-    def _compute_pieces(self, name: str, job: Job, key: str) -> bool:
+    def _compute_pieces(self, ref: UnitRef, job: Job) -> Steps:
         """The unit's free pieces this worker can claim, each computed and saved; whether it computed any."""
         moved = False
-        for c in self.files.free_pieces(name, job.name, key):
-            with self.files.piece_claim(name, job.name, key, c) as mine:
+        for c in self.files.free_pieces(ref):
+            with self.files.piece_claim(ref, c) as mine:
                 if mine:
-                    self.files.save_piece(name, job.name, key, c, self._piece(name, job, c))
+                    yield Writing()
+                    yield from self._load(ref.model)
+                    self.files.save_piece(ref, c, self._piece(job, c))
                     moved = True
         return moved
 
     def _resolve(self, name: str, job: Job) -> None:
-        """The unit's key (needs the model's weights) or the reason the method cannot explain the model."""
-        model = self.load(name)
-        method = job.build()
+        """The unit's key (needs the weights of :attr:`model`) or the reason the method cannot explain the model."""
+        model, method = self.model, job.build()
+        assert model is not None and model.name == name
         try:
             method.check(model)
         except UnsupportedMethodError as exc:
@@ -217,15 +238,18 @@ class Work:
             "data_root": self.plan.suite.data_root or "",
         }
 
-    def _unit_of(self, name: str, job: Job, ids: torch.Tensor, **state: Any) -> Any:
-        model = self.load(name)
-        return suite_unit(self.plan.suite, model, job.build(), self.data, ids, self.device, self.max_batch, **state)
+    def _unit_of(self, job: Job, ids: torch.Tensor, **state: Any) -> Any:
+        """The unit of :attr:`model` and ``job`` on the items ``ids``."""
+        assert self.model is not None
+        return suite_unit(
+            self.plan.suite, self.model, job.build(), self.data, ids, self.device, self.max_batch, **state
+        )
 
-    def _piece(self, name: str, job: Job, c: int) -> Piece:
+    def _piece(self, job: Job, c: int) -> Piece:
         """Piece ``c``: every metric on the unit's items i with i % pieces == c, with its maps."""
         of = self.files.pieces
         maps = MapStore() if self.plan.suite.store_maps else None
-        unit = self._unit_of(name, job, self.ids, rank=c, world=of, model_cache=self.model_caches.setdefault(c, {}),
+        unit = self._unit_of(job, self.ids, rank=c, world=of, model_cache=self.model_caches.setdefault(c, {}),
                              maps=maps, shared=self.shared)  # fmt: skip
         start, before = time.perf_counter(), found_sizes()
         records = evaluate_unit(unit, self.plan.metrics)
@@ -236,18 +260,18 @@ class Work:
         kept = unit.maps.state() if unit.maps is not None and len(unit.maps) else None
         return Piece(records, kept, extra)
 
-    def _head(self, name: str, job: Job, key: str) -> dict:
+    def _head(self, ref: UnitRef, job: Job) -> dict:
         """What a merged unit records before its pieces' records: its names, key, columns and model."""
         return {
-            "key": key,
-            "model": name,
+            "key": ref.key,
+            "model": ref.model,
             "method": job.name,
             "method_name": job.method,
             **job.columns,
-            **self.meta[(name, job.name)],
+            **self.meta[(ref.model, job.name)],
         }
 
-    def _identities(self, name: str) -> None:
+    def _identities(self, name: str) -> Iterator[Event]:
         """Once every unit of model ``name`` is done: its method pairs with identical maps, saved per model (the
         check needs the model itself: whether a known identity holds depends on its layers) and, by worker 0,
         stated once (a resumed run states them again)."""
@@ -258,7 +282,8 @@ class Work:
         keys = sorted(u["key"] for u in units)
         found = self.files.identities(name, keys)
         if found is None:
-            found = identical_pairs(self.load(name), units)
+            yield from self._load(name)
+            found = identical_pairs(self.model, units)
             self.files.save_identities(name, keys, found)
         if self.verbose:
             for pair in found:

@@ -1,15 +1,13 @@
-"""The run walks its plan: once the suite is resolved (``plan``), a job's step consults no registry and no suite
+"""The run walks its plan: once the suite is resolved (``resolve``), a job's step consults no registry and no suite
 lookup; it goes work -> plan's job -> store (resume check) -> claims -> evaluate -> metrics -> pieces -> store ->
-example. And the walk of the plan itself -- every call from one ``bench/`` module into another that hands on the
-suite or the plan (or an object holding one) -- is short: each module entered from at most two places."""
+example, and the runner turns the work's events into progress and writes."""
 
 import collections
 import sys
 from pathlib import Path
 
 from faithbench.bench.run import runner
-from faithbench.bench.run.plan import Plan
-from faithbench.bench.run.suite import Suite, load_suite, with_overrides
+from faithbench.bench.run.suite import load_suite, with_overrides
 from faithbench.bench.run.work import Work
 
 BENCH = Path(runner.__file__).resolve().parents[1]  # bench/
@@ -36,9 +34,9 @@ def test_a_job_enters_no_registry_and_no_suite_lookup(tmp_path, monkeypatch):
                 if here and caller and here != caller and caller.startswith("bench/"):
                     entered[f"{here}:{frame.f_code.co_name}"] += 1
 
-        sys.setprofile(profile)
+        sys.setprofile(profile)  # the job's steps, and the runner's handling of the events they yield
         try:
-            return real(self, name, job, *args, **kwargs)
+            return (yield from real(self, name, job, *args, **kwargs))
         finally:
             sys.setprofile(None)
             walks.append((job.name, entered))
@@ -73,8 +71,8 @@ def test_a_job_enters_no_registry_and_no_suite_lookup(tmp_path, monkeypatch):
             "bench/store/pieces.py",
             "bench/store/claims.py",
             "bench/store/unit_files.py",  # what the folder lets the worker do next (claim, save, merge)
-            "bench/run/work.py",  # the worker's own state (entered back from the writer's callbacks)
-            "bench/run/runner.py",  # the writer and the progress, told of each finished unit
+            "bench/run/work.py",  # the worker's own state (its outcome, read by the writer)
+            "bench/run/runner.py",  # the writer and the progress, handling the work's events
             "bench/run/evaluate.py",
             "bench/run/counters.py",  # the meter of the model's calls
             "bench/run/fingerprints.py",  # the identical-maps check's fingerprint of the unit
@@ -86,47 +84,13 @@ def test_a_job_enters_no_registry_and_no_suite_lookup(tmp_path, monkeypatch):
     assert (tmp_path / "run" / "examples" / "bcos_cnn_mnist__native.pt").exists()  # the run saved the example
 
 
-def _carries_the_plan(value, depth=1) -> bool:
-    if isinstance(value, Suite | Plan):
-        return True
-    if depth and hasattr(value, "__dict__") and not isinstance(value, type):
-        return any(_carries_the_plan(v, depth - 1) for v in vars(value).values())
-    return False
+def test_the_work_takes_no_callbacks():
+    """The run flows one way: the worker and its file work hold no callable of the runner's (the work yields events,
+    the runner handles them)."""
+    import dataclasses
 
+    from faithbench.bench.store.unit_files import UnitFiles
 
-def test_the_walk_of_the_plan_is_short(tmp_path, monkeypatch):
-    """The review's walk, taken at run time on one model and one job: the calls between ``bench/`` modules that
-    pass the suite or the plan on (as an argument, an object holding it as an attribute -- the worker, the writer
-    -- or a callback's closure). It was 57 stops over 20 files with ``work.py`` entered 8 times (architecture
-    review at 90ec9f6); the plan now carries what the walk needs (tiers, run id, the suite's record, the example
-    metric), the worker's file work (:mod:`faithbench.bench.store.unit_files`) needs no plan and calls nothing
-    back but the writer's start, and the writer reads the worker's outcome through one callback."""
-    stops = []
-
-    def profile(frame, event, arg):
-        if event != "call" or frame.f_back is None:
-            return
-        here, caller = _rel(frame.f_code.co_filename), _rel(frame.f_back.f_code.co_filename)
-        if not (here and caller and here != caller and here.startswith("bench/") and caller.startswith("bench/")):
-            return
-        code = frame.f_code
-        # its arguments and, for a callback, what its closure holds
-        names = (*code.co_varnames[: code.co_argcount + code.co_kwonlyargcount], *code.co_freevars)
-        if any(_carries_the_plan(frame.f_locals.get(n)) for n in names):
-            stops.append((f"{caller}:{frame.f_back.f_code.co_name}", f"{here}:{code.co_name}"))
-
-    monkeypatch.setattr(runner, "FLUSH_EVERY_S", float("inf"))
-    suite = with_overrides(
-        load_suite("smoke"), models=["bcos_cnn_mnist"], methods=["gradient"], n_samples=4, controls=[], tiers=[]
-    )
-    sys.setprofile(profile)
-    try:
-        runner.run(suite, tmp_path / "run", device="cpu", progress=False)
-    finally:
-        sys.setprofile(None)
-    assert (tmp_path / "run" / "results.csv").exists()
-    distinct = list(dict.fromkeys(stops))
-    assert len(stops) <= 20, stops
-    entries = collections.Counter(callee.split(":")[0] for _, callee in distinct)
-    assert max(entries.values()) <= 2, entries  # each module entered from at most two places
-    assert entries["bench/run/plan.py"] == 1, entries  # resolved once, then read
+    for cls in (Work, UnitFiles):
+        held = [f.name for f in dataclasses.fields(cls) if "Callable" in str(f.type) or "Manager" in str(f.type)]
+        assert not held, (cls.__name__, held)
