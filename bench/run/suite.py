@@ -53,7 +53,7 @@ class Suite:
 
     ``configs`` maps a table name to its metric config (those of the selected metrics, defaults
     filled in, and any other table the file gives); ``metric_tables`` names each selected metric's table
-    (None: the metric has no settings). What the run does with it is :func:`faithbench.bench.run.plan.plan`.
+    (None: the metric has no settings). What the run does with it is :func:`faithbench.bench.run.plan.resolve`.
     """
 
     name: str
