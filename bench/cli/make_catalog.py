@@ -15,7 +15,7 @@ from typing import Any
 
 from faithbench.attributions import METHODS, RUN_CONTROLS
 from faithbench.bench.cli.catalog import CATALOG_FILE, REGENERATE, Table
-from faithbench.bench.report.allowances import ABS_TOLERANCE, ACCURACY_DROP, REL_TOLERANCE
+from faithbench.bench.report.gate import ABS_TOLERANCE, ACCURACY_DROP, REL_TOLERANCE
 from faithbench.bench.run.provenance import registry_catalog
 from faithbench.bench.run.suite import LISTS, SCALARS, Suite
 from faithbench.bench.run.suite_files import SUITES, suite_description
@@ -153,7 +153,7 @@ def scales() -> dict[str, float]:
 
 
 def gate_defaults() -> dict[str, float]:
-    """``compare``'s default allowances (:mod:`faithbench.bench.report.allowances`), for its ``--help``."""
+    """``compare``'s default allowances (:func:`faithbench.bench.report.gate.allowances`), for its ``--help``."""
     return {"abs_of_scale": ABS_TOLERANCE, "relative": REL_TOLERANCE, "accuracy_drop": ACCURACY_DROP}
 
 
