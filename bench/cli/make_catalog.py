@@ -1,8 +1,9 @@
 """The command line's catalog (:mod:`faithbench.bench.cli.catalog`) from the live registries.
 
-``python -m faithbench.bench.cli.make_catalog`` rewrites ``catalog.json`` after a metric, model, method, data set,
-suite or setting is added or changed; a test fails with that command when the file and the registries differ. Only
-this module imports the registries (and with them torch): ``--help`` and ``list`` read the file.
+``python -m faithbench.bench.cli.make_catalog`` rewrites ``catalog.json`` (and the installed registries' record and
+``docs/reference.md``) after a metric, model, method, data set, suite or setting is added or changed; a test fails
+with that command when the files and the registries differ. Only this module imports the registries (and with them
+torch): ``--help`` and ``list`` read the file.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from faithbench.attributions import METHODS, RUN_CONTROLS
 from faithbench.bench.cli.catalog import CATALOG_FILE, REGENERATE, Table
+from faithbench.bench.cli.listing import as_markdown
 from faithbench.bench.report.gate import ABS_TOLERANCE, ACCURACY_DROP, REL_TOLERANCE
 from faithbench.bench.run.provenance import registry_catalog
 from faithbench.bench.run.suite import LISTS, SCALARS, Suite
@@ -29,6 +31,7 @@ from faithbench.models.data.datasets import DATASETS
 OPTION_TYPES = (int, float, str)  # what argparse can parse from one word (bool would read "False" as true)
 
 INSTALLED_CATALOG = Path(run_catalog.__file__).with_name(run_catalog.INSTALLED_FILE)
+REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference.md"  # a checkout's (bench/cli/ -> the root)
 
 
 def _method_flags(caps) -> str:
@@ -184,10 +187,17 @@ def render_installed() -> str:
     return json.dumps(registry_catalog().to_dict(), indent=1, ensure_ascii=False) + "\n"
 
 
-def write(path: Path = CATALOG_FILE, installed: Path = INSTALLED_CATALOG) -> tuple[Path, Path]:
+def write(
+    path: Path = CATALOG_FILE, installed: Path = INSTALLED_CATALOG, reference: Path = REFERENCE
+) -> tuple[Path, ...]:
+    """The catalog, the installed registries' record and, in a checkout (where ``docs/`` is), the documentation's
+    reference page (``bench list --markdown``): every file a new metric, model or method regenerates."""
     atomic_write_text(path, render())
     atomic_write_text(installed, render_installed())
-    return path, installed
+    if not reference.parent.is_dir():
+        return path, installed
+    atomic_write_text(reference, as_markdown(tables()))
+    return path, installed, reference
 
 
 if __name__ == "__main__":

@@ -4,19 +4,37 @@ only descriptive fields; a metric module joins it with its code through ``descri
 from __future__ import annotations
 
 import doctest
+import sys
 
 import pytest
 
 from faithbench.metrics import spec_table
 from faithbench.metrics.complexity import cost
-from faithbench.metrics.registry import METRICS
+from faithbench.metrics.registry import METRICS, package_specs
 from faithbench.metrics.spec_table import DESCRIPTIVE, described
 
 
 def test_every_table_is_a_registered_metric_in_leaderboard_order():
     table = list(spec_table.spec_table())
     assert table == [name for name in METRICS if name in table]
-    assert set(table) <= set(METRICS) and len(table) == 24
+    assert [spec.name for spec in package_specs()] == table  # every module's metric has a table, and no other
+
+
+def test_a_new_metric_module_is_registered_without_a_list(tmp_path, monkeypatch):
+    """A module of the package that defines a ``MetricSpec`` is found (after the table's, by name, where the table
+    lacks it): adding a metric edits no registry list."""
+    import faithbench.metrics as package
+
+    (tmp_path / "zz_new_metric.py").write_text(
+        "from faithbench.metrics.spec import MetricSpec\n"
+        "SPEC = MetricSpec(name='zz_new', description='new', higher_is_better=True, evaluate=None)\n"
+    )
+    monkeypatch.setattr(package, "__path__", [*package.__path__, str(tmp_path)])
+    try:
+        names = [spec.name for spec in package_specs()]
+    finally:
+        sys.modules.pop("faithbench.metrics.zz_new_metric", None)
+    assert names == [*spec_table.spec_table(), "zz_new"]
 
 
 def test_the_registered_spec_carries_the_table_fields():
