@@ -112,6 +112,20 @@ class _Tight(nn.Module):
         return self.net(x)
 
 
+def _plain_and_tight(settings: dict, out) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The per-sample scores of ``settings`` run on the model ``tight`` as it is (into ``out/plain``) and out of
+    memory above 5 rows (``out/tight``), each from fresh sizes."""
+    try:
+        for side, limit in (("plain", None), ("tight", 5)):
+            forget_sizes()
+            faithbench.wrap_model(_Tight(limit), name="tight", input_size=(28, 28), channels=1, num_classes=10)
+            run(build_suite(settings, "test"), out / side, device="cpu", progress=False)
+    finally:
+        if "tight" in MODELS:
+            MODELS.unregister("tight")
+    return tuple(pd.read_csv(out / side / "samples.csv") for side in ("plain", "tight"))
+
+
 def test_a_run_that_runs_out_of_memory_finishes_with_the_unforced_scores(tmp_path):
     settings = {
         "name": "oom", "models": ["tight"], "methods": ["gradient", "integrated_gradients"], "n_samples": 24,
@@ -119,15 +133,7 @@ def test_a_run_that_runs_out_of_memory_finishes_with_the_unforced_scores(tmp_pat
         "deletion": {"block_size": 7, "fractions": [0.0, 0.25, 0.5]}, "road": {"fractions": [0.25, 0.5]},
         "method_params": {"integrated_gradients": {"n_steps": 8}},
     }  # fmt: skip
-    try:
-        for side, limit in (("plain", None), ("tight", 5)):
-            forget_sizes()
-            faithbench.wrap_model(_Tight(limit), name="tight", input_size=(28, 28), channels=1, num_classes=10)
-            run(build_suite(settings, "test"), tmp_path / side, device="cpu", progress=False)
-    finally:
-        if "tight" in MODELS:
-            MODELS.unregister("tight")
-    a, b = (pd.read_csv(tmp_path / side / "samples.csv") for side in ("plain", "tight"))
+    a, b = _plain_and_tight(settings, tmp_path)
     assert len(a) == len(b) > 0 and np.allclose(a["value"], b["value"], rtol=1e-5, atol=1e-6)
     units = [json.loads(p.read_text()) for p in (tmp_path / "tight" / "units").glob("*.json")]
     sizes = {k: v for u in units for k, v in u["call_sizes"].items()}
@@ -167,15 +173,9 @@ def test_a_plugin_metric_without_a_cost_hook_is_never_called_beyond_what_fits(tm
     settings = {"name": "plugin", "models": ["tight"], "methods": ["gradient"], "metrics": ["grid_share"],
                 "n_samples": 12, "batch_size": 12, "controls": False, "max_batch": GPU_ROWS}  # fmt: skip
     try:
-        for side, limit in (("plain", None), ("tight", 5)):
-            forget_sizes()
-            faithbench.wrap_model(_Tight(limit), name="tight", input_size=(28, 28), channels=1, num_classes=10)
-            run(build_suite(settings, "test"), tmp_path / side, device="cpu", progress=False)
+        a, b = _plain_and_tight(settings, tmp_path)
     finally:
-        for registry, name in ((MODELS, "tight"), (METRICS, "grid_share")):
-            if name in registry:
-                registry.unregister(name)
-    a, b = (pd.read_csv(tmp_path / side / "samples.csv") for side in ("plain", "tight"))
+        METRICS.unregister("grid_share")
     assert len(a) == len(b) == 12 and np.allclose(a["value"], b["value"], rtol=1e-5, atol=1e-6)
     units = [json.loads(p.read_text()) for p in (tmp_path / "tight" / "units").glob("*.json")]
     assert any("(1, 84, 84)" in k and v <= 5 for u in units for k, v in u["call_sizes"].items())
