@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from faithbench.calls import in_chunks
 from faithbench.metrics._checks import check_choice, check_positive_int
 from faithbench.metrics.spec import MetricCost, MetricResult, Unit, sample_maps_cost
 from faithbench.metrics.spec_table import described
@@ -124,7 +125,7 @@ def cascade_maps(unit: Unit, cfg: RandomisationConfig) -> tuple[Tensor, Tensor, 
     def explain(model: object, tag: str) -> Tensor:
         if k == 0:  # a piece without any of them
             return x.new_zeros((0, *x.shape[2:]))
-        return torch.cat([unit.explain(x[s : s + b], targets[s : s + b], model=model, tag=tag) for s in range(0, k, b)])
+        return torch.cat(in_chunks(lambda s, e: unit.explain(x[s:e], targets[s:e], model=model, tag=tag), k, b))
 
     original = unit.sample_maps()[:k]
     layers = parameter_layers(unit.model.module)

@@ -290,7 +290,7 @@ class Unit:
         b = self.explain_batch
 
         def explain_all(inputs: Tensor, targets: Tensor) -> Tensor:
-            chunks = [self.explain(inputs[s : s + b], targets[s : s + b]) for s in range(0, len(inputs), b)]
+            chunks = in_chunks(lambda s, e: self.explain(inputs[s:e], targets[s:e]), len(inputs), b)
             return torch.cat(chunks) if chunks else inputs.new_zeros((0, *inputs.shape[2:]))  # a piece without any
 
         labels_maps = self.timed_explanation("samples", lambda: explain_all(x, t))

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from faithbench.calls import in_chunks
 from faithbench.errors import check_choice
 
 WINDOW_RULES = ("none", "sum-padded", "mean-unpadded")
@@ -114,9 +115,9 @@ def explain_in_chunks(
     """Call ``explain`` on job slices of at most ``chunk_size`` and concatenate channel-summed maps."""
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
-    out = []
-    for start in range(0, targets.shape[0], chunk_size):
-        s = slice(start, start + chunk_size)
-        maps = explain(inputs_for(s), targets[s])
-        out.append(maps.sum(dim=1) if maps.dim() == 4 else maps)
-    return torch.cat(out)
+
+    def chunk(start: int, stop: int) -> Tensor:
+        maps = explain(inputs_for(slice(start, stop)), targets[start:stop])
+        return maps.sum(dim=1) if maps.dim() == 4 else maps
+
+    return torch.cat(in_chunks(chunk, targets.shape[0], chunk_size))
