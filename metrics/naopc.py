@@ -149,8 +149,7 @@ class NaopcConfig(BaselineConfig):
 
 def _subset(unit: Unit, cfg: NaopcConfig) -> Tensor:
     """This shard's positions among its samples that are within the suite's first ``max_samples``."""
-    pos = unit.take(len(unit.sample_ids))
-    return torch.ones(len(pos), dtype=torch.bool) if cfg.max_samples == 0 else pos < cfg.max_samples
+    return unit.first_samples(cfg.max_samples)
 
 
 def _features(unit: Unit, cfg: NaopcConfig) -> tuple[Tensor, Tensor | None]:

@@ -111,7 +111,7 @@ class RandomisationConfig:
 def _first_samples(unit: Unit, cfg: RandomisationConfig) -> int:
     """How many of the suite's first ``n_samples`` samples this piece holds (wherever the pieces put them: a piece's
     positions rise, so they are a prefix of its own)."""
-    return int((unit.take(len(unit.sample_ids)) < cfg.n_samples).sum())
+    return int(unit.first_samples(cfg.n_samples).sum())
 
 
 def cascade_maps(unit: Unit, cfg: RandomisationConfig) -> tuple[Tensor, Tensor, Tensor, Tensor, dict]:

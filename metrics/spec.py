@@ -204,6 +204,12 @@ class Unit:
         """This shard's item indices among ``n`` items (none when there are fewer items than shards before it)."""
         return torch.arange(min(self.rank, n), n, self.world)
 
+    def first_samples(self, limit: int) -> Tensor:
+        """(S,) bool: which of :meth:`samples` are among the suite's first ``limit`` samples (0: all of them; a
+        piece's positions rise, so they are a prefix of its own)."""
+        pos = self.take(len(self.sample_ids))
+        return torch.ones(len(pos), dtype=torch.bool) if limit == 0 else pos < limit
+
     def explain(
         self, inputs: Tensor, targets: Tensor, *, model: ModelAdapter | None = None, tag: str = "model"
     ) -> Tensor:
