@@ -147,13 +147,15 @@ def cascade_maps(unit: Unit, cfg: RandomisationConfig) -> tuple[Tensor, Tensor, 
     return original, torch.stack(maps), shares, ids, params
 
 
-def _not_applicable(unit: Unit) -> str | None:
+def not_applicable(unit: Unit) -> str | None:
     if unit.model.native_explainer is not None and unit.method.capabilities.needs_native:
         return "the model's own explainer is bound to its original weights"
     return None
 
 
-def _curves(unit: Unit, cfg: RandomisationConfig) -> tuple:
+def cascade_curves(unit: Unit, cfg: RandomisationConfig) -> tuple:
+    """:func:`cascade_maps` once per unit (its time recorded as ``randomisation``), shared by every metric of the
+    ``[randomisation]`` table."""
     unit.sample_maps()  # timed as the sample maps, not as the cascade's
     return unit.memo(
         ("randomisation", cfg), lambda: unit.timed_explanation("randomisation", lambda: cascade_maps(unit, cfg))
@@ -162,7 +164,7 @@ def _curves(unit: Unit, cfg: RandomisationConfig) -> tuple:
 
 def evaluate_spearman(unit: Unit, cfg: RandomisationConfig) -> MetricResult:
     """Per sample: the mean over the cascade of the Spearman correlation of |original| and |randomised| maps."""
-    original, maps, shares, ids, params = _curves(unit, cfg)
+    original, maps, shares, ids, params = cascade_curves(unit, cfg)
     if len(ids) == 0:
         return MetricResult.empty(params, "randomisation")
     mask = unit.sample_feature_mask()
@@ -178,19 +180,19 @@ def _result(curve: Tensor, undefined: Tensor, shares: Tensor, ids: Tensor, param
     return MetricResult.from_curve(scores, sample_ids=ids, params=params, explained="randomisation")
 
 
-def _normalised(maps: Tensor) -> Tensor:
+def max_normalised(maps: Tensor) -> Tensor:
     peak = maps.abs().flatten(1).amax(dim=1).view(-1, *[1] * (maps.dim() - 1))
     return maps.abs() / peak.clamp(min=1e-30)
 
 
 def evaluate_ssim(unit: Unit, cfg: RandomisationConfig) -> MetricResult:
     """Per sample: the mean over the cascade of the SSIM of the max-normalised |maps|."""
-    original, maps, shares, ids, params = _curves(unit, cfg)
+    original, maps, shares, ids, params = cascade_curves(unit, cfg)
     if len(ids) == 0:
         return MetricResult.empty(params, "randomisation")
     flat = original.flatten(1)
     undefined = flat.amax(dim=1) == flat.amin(dim=1)  # a constant map has no structure to compare
-    curve = torch.stack([ssim(_normalised(original), _normalised(m)) for m in maps], dim=1)
+    curve = torch.stack([ssim(max_normalised(original), max_normalised(m)) for m in maps], dim=1)
     curve = torch.where(undefined.unsqueeze(1), torch.nan, curve)
     return _result(curve, undefined, shares, ids, params)
 
@@ -209,12 +211,12 @@ RANDOMISATION = described(
     evaluate=evaluate_spearman,
     cost=cost,
     config=RandomisationConfig,
-    applies=_not_applicable,
+    applies=not_applicable,
 )
 RANDOMISATION_SSIM = described(
     "randomisation_ssim",
     evaluate=evaluate_ssim,
     cost=cost,
     config=RandomisationConfig,
-    applies=_not_applicable,
+    applies=not_applicable,
 )
