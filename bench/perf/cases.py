@@ -36,6 +36,10 @@ class PerfSizes:
     regions: int = 16  # RegionPerturbation regions
     n_quantus: int = 16  # images (GridPG: cell maps) Quantus is timed on
     chunk_size: int = 256  # inputs per model call in every metric and method (max_batch)
+    robust_method: str = "input_x_gradient"  # the method the robustness family explains again with
+    robust_draws: int = 10  # draws per image (captum's sensitivity_max default)
+    robust_radius: float = 0.02
+    infidelity_perturbations: int = 10  # captum's n_perturb_samples default
     method_params: dict[str, dict[str, Any]] = field(
         default_factory=lambda: {
             "integrated_gradients": {"n_steps": 8},
@@ -59,6 +63,8 @@ QUICK_SIZES = PerfSizes(
     regions=6,
     n_quantus=2,
     chunk_size=64,
+    robust_draws=3,
+    infidelity_perturbations=3,
     method_params={
         "integrated_gradients": {"n_steps": 4},
         "lime": {"n_samples": 16},

@@ -59,8 +59,8 @@ from faithbench.io import atomic_write_text
 COLUMNS = [
     "kind", "what", "implementation", "model", "device", "n_images", "pairs", "seconds", "seconds_min",
     "seconds_max", "images_per_s", "model_calls", "model_inputs", "ratio_to_quantus", "ratio_to_quantus_min",
-    "ratio_to_quantus_max", "ratio_to_limit", "ratio_to_limit_min", "ratio_to_limit_max", "status",
-    "peak_memory_mb", "agrees", "max_abs_diff", "note",
+    "ratio_to_quantus_max", "ratio_to_captum", "ratio_to_captum_min", "ratio_to_captum_max", "ratio_to_limit",
+    "ratio_to_limit_min", "ratio_to_limit_max", "status", "peak_memory_mb", "agrees", "max_abs_diff", "note",
 ]  # fmt: skip
 
 

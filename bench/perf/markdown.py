@@ -20,7 +20,7 @@ import pandas as pd
 
 from faithbench.bench.perf.timing import MEASUREMENT_ERROR, OK
 
-RATIOS = {"ratio_to_limit": "limit", "ratio_to_quantus": "Quantus, per image"}
+RATIOS = {"ratio_to_limit": "limit", "ratio_to_quantus": "Quantus, per image", "ratio_to_captum": "captum, per image"}
 
 
 def _fmt(v: float, digits: int = 3) -> str:

@@ -4,6 +4,7 @@ faithbench call timed in turns with its limit and, where Quantus defines the qua
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from torch import Tensor, nn
 from faithbench.attributions import UnsupportedMethodError, get_method
 from faithbench.bench.perf.cases import PerfCase, PerfSizes
 from faithbench.bench.perf.limits import Limit, Work, method_limit
+from faithbench.bench.perf.perturbed import RobustQuantity, infidelity_quantity, robust_quantities
 from faithbench.bench.perf.quantus import agreement, paired_quantities
 from faithbench.bench.perf.timing import (
     CallCounter,
@@ -37,11 +39,13 @@ METRIC_LIMIT = "the same model calls alone, no_grad"
 
 @dataclass(frozen=True)
 class Against:
-    """Quantus' side of a comparison: its function, the images it is timed on, and a check of its result."""
+    """A peer's side of a comparison (Quantus' or captum's): its function, the images it is timed on, and a check of
+    its result."""
 
     fn: Callable[[], Any]
     n_images: int
-    agrees: Callable[[Any, Any], tuple[bool, float]]  # (faithbench's result, Quantus' result) -> (agrees, gap)
+    agrees: Callable[[Any, Any], tuple[bool, float]]  # (faithbench's result, the peer's result) -> (agrees, gap)
+    peer: str = "quantus"
 
 
 class _Rows:
@@ -82,12 +86,14 @@ class _Rows:
         note: str,
         limit: Callable[[Probe], Limit | None] | None,
         quantus: Against | None = None,
+        peers: tuple[Against, ...] = (),
     ) -> dict:
         """faithbench's ``fn`` timed in turns with its limit (built from the model calls of an untimed first run
-        of ``fn``) and with Quantus: its row, the limit's and Quantus' rows after it."""
+        of ``fn``) and with its peers (Quantus, captum): its row, the limit's and the peers' rows after it."""
         first = probe(fn, self.counter)
         bound = limit(first) if limit is not None else None
-        fns = [fn, *([bound.run] if bound else []), *([quantus.fn] if quantus else [])]
+        peers = (*([quantus] if quantus else []), *peers)
+        fns = [fn, *([bound.run] if bound else []), *(p.fn for p in peers)]
         sizes = self.sizes
         sides = in_turns(
             fns,
@@ -108,16 +114,16 @@ class _Rows:
                 status=ratio.status,
             )
             self.add(kind, what, "limit", n, sides[1], note=bound.note)
-        if quantus is not None:
-            theirs = sides[-1]
-            agrees, gap = quantus.agrees(ours.result, theirs.result)
-            row.update(agrees=agrees, max_abs_diff=gap)
-            self.add(kind, what, "quantus", quantus.n_images, theirs, agrees=agrees, max_abs_diff=gap, note=note)
-            if agrees:  # a disagreeing pair gets no ratio; per image: faithbench on n, Quantus on n_images
-                ratio = pair_ratio(ours, theirs, scale=quantus.n_images / n)
-                row.update(
-                    ratio_to_quantus=ratio.median, ratio_to_quantus_min=ratio.low, ratio_to_quantus_max=ratio.high
-                )
+        for peer, theirs in zip(peers, sides[len(sides) - len(peers) :], strict=True):
+            agrees, gap = peer.agrees(ours.result, theirs.result)
+            row.update(
+                agrees=bool(row.get("agrees", True)) and agrees, max_abs_diff=max(row.get("max_abs_diff", 0), gap)
+            )
+            self.add(kind, what, peer.peer, peer.n_images, theirs, agrees=agrees, max_abs_diff=gap, note=note)
+            if agrees:  # a disagreeing pair gets no ratio; per image: faithbench on n, the peer on n_images
+                ratio = pair_ratio(ours, theirs, scale=peer.n_images / n)
+                column = f"ratio_to_{peer.peer}"
+                row.update({column: ratio.median, f"{column}_min": ratio.low, f"{column}_max": ratio.high})
         return row
 
 
@@ -183,8 +189,9 @@ def _metric_rows(
         "device: the limit is the model calls alone",
         replayed,
     )
+    notes = _robustness_rows(out, adapter, images, inputs, maps, targets, quantus)
     if quantus is None:
-        return []
+        return notes
     paired, skipped = paired_quantities(
         quantus,
         module,
@@ -205,7 +212,41 @@ def _metric_rows(
 
         against = Against(p.quantus, p.n_quantus, agrees)
         out.compare("metric", p.what, p.faithbench, p.n_images, p.note, replayed if p.uses_model else None, against)
-    return [f"{case.model}: {n}" for n in skipped]
+    return notes + [f"{case.model}: {n}" for n in skipped]
+
+
+def _robustness_rows(
+    out: _Rows, adapter: ModelAdapter, images: Tensor, inputs: Tensor, maps: Tensor, targets: Tensor, quantus: Any
+) -> list[str]:
+    """The robustness family and infidelity (:mod:`faithbench.bench.perf.perturbed`); returns notes."""
+    sizes, b = out.sizes, inputs.shape[0]
+    method = get_method(sizes.robust_method, **sizes.method_params.get(sizes.robust_method, {}))
+    try:
+        method.check(adapter)
+    except UnsupportedMethodError as exc:
+        return [f"{out.case.model}: no robustness rows: {exc}"]
+    captum = importlib.util.find_spec("captum") is not None
+
+    def explain(x: Tensor, t: Tensor) -> Tensor:
+        return method.attribute(adapter, x, t, max_batch=sizes.chunk_size)
+
+    draws = {"n_draws": sizes.robust_draws, "radius": sizes.robust_radius, "n_quantus": sizes.n_quantus}
+    for q in robust_quantities(explain, adapter.module, inputs, targets, quantus=quantus, captum=captum, **draws):
+
+        def limit(first: Probe, q: RobustQuantity = q) -> Limit | None:
+            return method_limit(Work(adapter, method, *q.limit_inputs, sizes.chunk_size, first.inputs))
+
+        peers = tuple(
+            Against(p.fn, p.n_images, lambda o, t, n=p.n_images: agreement(o[:n], t), p.peer) for p in q.peers
+        )
+        out.compare("metric", q.what, q.faithbench, b, f"{sizes.robust_method}, {q.note}", limit, peers=peers)
+    ours, peers, _, note = infidelity_quantity(adapter.module, images, adapter.encode, maps, targets,
+                                               n_perturbations=sizes.infidelity_perturbations, captum=captum,
+                                               chunk_size=sizes.chunk_size)  # fmt: skip
+    against = tuple(Against(p.fn, p.n_images, lambda o, t, n=p.n_images: agreement(o[:n], t), p.peer) for p in peers)
+    out.compare("metric", "infidelity", ours, b, note, lambda first: Limit(replay(adapter.module, first.inputs),
+                METRIC_LIMIT), peers=against)  # fmt: skip
+    return [] if captum else [f"{out.case.model}: captum is not installed: no captum rows"]
 
 
 def _fractions(sizes: PerfSizes) -> dict[str, Any]:

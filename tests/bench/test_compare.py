@@ -63,6 +63,12 @@ def _gate(capsys, base: Path, new: Path, *flags: str) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
+def _accuracy_rows() -> int:
+    """The reference's models with a held-out accuracy in run.json: ``compare`` gates each as one more row."""
+    models = json.loads((REF / "run.json").read_text())["models"]
+    return sum("run_accuracy" in m for m in models.values())
+
+
 def _gridpg(frame: pd.DataFrame) -> pd.Series:
     return frame.metric == "gridpg"
 
@@ -75,6 +81,7 @@ def test_ci_command_passes_on_the_committed_reference_against_itself(capsys):
     assert main(["compare", ref, ref, *CI]) == 0
     out = capsys.readouterr().out
     rows = len(pd.read_csv(ref))  # every row of the reference (1700: 16 smoke metrics and the single-deletion pair)
+    rows += _accuracy_rows()  # and each model's held-out accuracy row
     assert rows >= 1700 and f"OK: {rows} rows within tolerance" in out and "What differs" not in out
 
 
@@ -170,7 +177,8 @@ def test_an_added_row_fails_unless_new_rows_are_allowed(parts, base, tmp_path, c
     assert "FAIL: 1 row(s) NEW" in out
     code, out, _ = _gate(capsys, base, new, "--allow-new-rows")
     assert code == 0, out
-    assert f"OK: {len(res)} rows within tolerance" in out and "1 new row(s) accepted (--allow-new-rows)" in out
+    assert f"OK: {len(res) + _accuracy_rows()} rows within tolerance" in out
+    assert "1 new row(s) accepted (--allow-new-rows)" in out
     # A row only in the baseline still fails, whatever the option.
     assert _gate(capsys, new, base, "--allow-new-rows")[0] == 1
 

@@ -93,6 +93,10 @@ def test_a_collapsed_or_degraded_model_fails_as_accuracy(parts, base, tmp_path, 
 
 
 def test_an_explicit_floor_fails_a_model_below_it(parts, base, tmp_path, capsys):
+    base_run = json.loads(json.dumps(parts[2]))
+    for record in base_run.get("models", {}).values():
+        record.pop("run_accuracy", None)  # a baseline that records no accuracy
+    (base.parent / "run.json").write_text(json.dumps(base_run))
     new = _new(parts, tmp_path, run=_with_accuracy(parts[2], 436))
     assert _run(capsys, base, new)[0] == 0  # no baseline accuracy: only the floor applies, chance's by default
     code, out = _run(capsys, base, new, "--accuracy-floor", "90")

@@ -78,7 +78,7 @@ def test_the_csv_has_every_column_and_one_row_per_measurement(tiny):
     assert list(table.columns) == COLUMNS and set(REQUIRED) <= set(table.columns)
     assert len(table) == len(run.table) and (table["seconds"] > 0).all() and (table["pairs"] == 2).all()
     assert ((table["seconds_min"] <= table["seconds"]) & (table["seconds"] <= table["seconds_max"])).all()
-    assert set(table["implementation"]) == {"faithbench", "quantus", "limit"}
+    assert set(table["implementation"]) == {"faithbench", "quantus", "captum", "limit"}
     assert table["peak_memory_mb"].isna().all()  # CPU: PyTorch keeps no allocator statistics
     meta = json.loads((out / "perf.json").read_text())
     assert meta["provenance"]["device"].startswith("cpu") and meta["sizes"]["n_quantus"] == 2
@@ -96,7 +96,8 @@ def test_every_ratio_to_a_limit_has_a_spread_and_a_status(tiny):
     table = tiny[0].table
     ours = table[table["implementation"] == "faithbench"]
     with_limit = ours[ours["ratio_to_limit"].notna()]
-    assert len(with_limit) == 2 * 7 + 2 + len(BCOS_METHODS)  # the 7 model-based metrics of both models, the methods
+    # the 7 model-based metrics and the 5 robustness and infidelity rows of both models, the methods
+    assert len(with_limit) == 2 * (7 + 5) + 2 + len(BCOS_METHODS)
     low, mid, high = (with_limit[f"ratio_to_limit{e}"] for e in ("_min", "", "_max"))
     assert ((low <= mid) & (mid <= high) & (low > 0)).all()
     assert set(with_limit["status"]) <= {"ok", "measurement error"}
@@ -115,6 +116,10 @@ def test_faithbench_and_quantus_agree_on_every_quantus_row(tiny):
         "grid_pointing_game",
         "explanation_entropy",
         "gini_index",
+        "max_sensitivity",
+        "avg_sensitivity",
+        "local_lipschitz",
+        "relative_input_stability",
     }
     assert per_model == {"resnet18": paired, "bcos_cnn_mnist": paired}
     assert quantus["agrees"].astype(bool).all() and (quantus["n_images"] == 2).all()
@@ -124,10 +129,22 @@ def test_faithbench_and_quantus_agree_on_every_quantus_row(tiny):
     assert (quantus.loc[quantus["what"] == "explanation_entropy", "model_calls"] == 0).all()
 
 
+def test_faithbench_and_captum_agree_on_every_captum_row(tiny):
+    """captum's sensitivity_max and infidelity on the same draws, on every image of the case (captum batches)."""
+    table = tiny[0].table
+    captum = table[table["implementation"] == "captum"]
+    assert {m: set(g["what"]) for m, g in captum.groupby("model")} == {
+        "resnet18": {"max_sensitivity", "infidelity"}, "bcos_cnn_mnist": {"max_sensitivity", "infidelity"}
+    }  # fmt: skip
+    assert captum["agrees"].astype(bool).all() and (captum["n_images"] == 4).all()
+    ours = table[(table["implementation"] == "faithbench") & table["what"].isin(["max_sensitivity", "infidelity"])]
+    assert (ours["ratio_to_captum"] > 0).all() and (ours["ratio_to_captum_min"] <= ours["ratio_to_captum_max"]).all()
+
+
 def test_every_limit_makes_the_same_model_calls_as_its_row(tiny):
     table = tiny[0].table
     limits = table[table["implementation"] == "limit"]
-    assert len(limits) == 2 * 7 + 2 + len(BCOS_METHODS)
+    assert len(limits) == 2 * (7 + 5) + 2 + len(BCOS_METHODS)
     for _, limit in limits.iterrows():
         ours = table[
             (table["implementation"] == "faithbench")
@@ -277,8 +294,9 @@ def test_a_disagreeing_pair_gets_no_ratio(monkeypatch):
     case = PerfCase("bcos_cnn_mnist", 28, 2, 4, ())
     table = run_perf("cpu", cases=[case], sizes=TINY).table
     paired = table[table["agrees"].notna()]
-    assert len(paired) == 10 and not paired["agrees"].astype(bool).any()
-    assert paired["ratio_to_quantus"].isna().all()
+    # 5 Quantus pairs, 4 robustness quantities with Quantus, captum's sensitivity_max and infidelity (2 rows each)
+    assert len(paired) == 2 * 5 + 2 * 4 + 1 + 2 and not paired["agrees"].astype(bool).any()
+    assert paired["ratio_to_quantus"].isna().all() and paired["ratio_to_captum"].isna().all()
 
 
 def test_agreement_and_pixel_flipping_steps():
