@@ -1,4 +1,4 @@
-"""Sparseness of an explanation: Shannon entropy and the Gini index.
+"""Sparseness of an explanation: Shannon entropy, the Gini index and the effective complexity.
 
 Both treat every non-batch entry of the map as one feature (pass (B, H, W) for pixels, (B, T)
 for tokens, block-pooled maps for blocks), or those a feature mask selects (text: the tokens without
@@ -101,6 +101,30 @@ def gini_index(attributions: Tensor, *, feature_mask: Tensor | None = None) -> S
     return Scores(values=g.to(attributions.dtype), undefined=undefined)
 
 
+def effective_complexity(attributions: Tensor, *, eps: float = 1e-5, feature_mask: Tensor | None = None) -> Scores:
+    """How many features carry more than ``eps`` of the map's largest |a| (Nguyen & Martinez 2020; Quantus'
+    ``EffectiveComplexity``):
+
+        effective_complexity = #{i : |a_i| / max_j |a_j| > eps}
+
+    over the features ``feature_mask`` selects (default every entry), lower is sparser; invariant to positive
+    rescaling. Quantus' default divides by the largest |a| of the whole batch, so a sample's count there depends on
+    the other samples in its batch; here each map by its own. A map without mass is undefined: NaN, flagged.
+
+    Example:
+        >>> import torch
+        >>> from faithbench.metrics.complexity import effective_complexity
+        >>> effective_complexity(torch.tensor([[[1.0, -0.5], [1e-7, 0.0]]])).values  # two above 1e-5 of the max
+        tensor([2.])
+    """
+    if not eps >= 0:
+        raise ValueError(f"eps must be >= 0 (a share of the largest |a|), got {eps!r}")
+    a, _, undefined = _distribution(attributions, False, feature_mask)
+    peak = a.amax(dim=1, keepdim=True)
+    count = (a > eps * peak).sum(dim=1).to(a.dtype)
+    return Scores(values=torch.where(undefined, torch.nan, count), undefined=undefined)
+
+
 # --------------------------------------------------------------------------- the suite's metrics
 
 
@@ -135,3 +159,4 @@ ENTROPY_POSITIVE = described(
     evaluate=_map_metric(partial(explanation_entropy, positive=True)),
 )
 GINI = described("gini", cost=cost, evaluate=_map_metric(gini_index))
+EFFECTIVE_COMPLEXITY = described("effective_complexity", cost=cost, evaluate=_map_metric(effective_complexity))
