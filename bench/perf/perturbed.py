@@ -22,7 +22,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from faithbench.bench.perf.quantus import agreement
 from faithbench.metrics.infidelity import InfidelityConfig, infidelity, perturb_images, removed_fraction
 from faithbench.metrics.robustness import (
     kept_max,
@@ -52,9 +51,6 @@ class RobustQuantity:
     limit_inputs: tuple[Tensor, Tensor]  # (inputs, targets) the limit explains
     peers: tuple[Peer, ...]
     note: str
-
-    def agrees(self, ours: Tensor, theirs: object, n: int) -> tuple[bool, float]:
-        return agreement(ours[:n], theirs)
 
 
 def robust_quantities(
