@@ -24,7 +24,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -36,6 +38,9 @@ from faithbench.metrics.spec import MetricCost, MetricResult, Unit, sample_maps_
 from faithbench.metrics.spec_table import described
 from faithbench.metrics.types import CurveScores
 from faithbench.models.randomise import INITS, parameter_layers, randomise_layer
+
+if TYPE_CHECKING:
+    from faithbench.models.adapter import ModelAdapter
 
 
 def cascade_depths(n_layers: int, n_depths: int) -> list[int]:
@@ -114,20 +119,35 @@ def _first_samples(unit: Unit, cfg: RandomisationConfig) -> int:
     return int(unit.first_samples(cfg.n_samples).sum())
 
 
-def cascade_maps(unit: Unit, cfg: RandomisationConfig) -> tuple[Tensor, Tensor, Tensor, Tensor, dict]:
-    """(original maps (S, ...), randomised maps (K, S, ...), depth shares (K,), sample ids, params) of this shard."""
+BatchExplain = Callable[[Tensor, Tensor, Tensor, "ModelAdapter", str], Tensor]
+"""``explain(inputs (k, ...), targets (k,), ids (k,), model, tag) -> maps (k, ...)``: how the cascade explains its
+samples on one model (``tag``: the model's name in the map store)."""
+
+
+def cascade_maps(
+    unit: Unit, cfg: RandomisationConfig, explain: BatchExplain | None = None
+) -> tuple[Tensor, Tensor, Tensor, Tensor, dict]:
+    """(original maps (S, ...), randomised maps (K, S, ...), depth shares (K,), sample ids, params) of this shard.
+
+    ``explain``: how the samples are explained on the trained model and on each randomised copy (sMPRT: averaged
+    over noisy copies); default: once each, ``explain_batch`` at a time, the trained model's maps being the sample
+    maps."""
     x, _, ids = unit.samples()
     targets = unit.sample_targets("label")
     k = _first_samples(unit, cfg)
     x, targets, ids = x[:k], targets[:k], ids[:k]
     b = unit.explain_batch
 
-    def explain(model: object, tag: str) -> Tensor:
+    def once(inputs: Tensor, classes: Tensor, _ids: Tensor, model: ModelAdapter, tag: str) -> Tensor:
+        chunks = in_chunks(lambda s, e: unit.explain(inputs[s:e], classes[s:e], model=model, tag=tag), len(inputs), b)
+        return torch.cat(chunks)
+
+    def explain_on(model: ModelAdapter, tag: str) -> Tensor:
         if k == 0:  # a piece without any of them
             return x.new_zeros((0, *x.shape[2:]))
-        return torch.cat(in_chunks(lambda s, e: unit.explain(x[s:e], targets[s:e], model=model, tag=tag), k, b))
+        return (explain or once)(x, targets, ids, model, tag)
 
-    original = unit.sample_maps()[:k]
+    original = unit.sample_maps()[:k] if explain is None else explain_on(unit.model, "model")
     layers = parameter_layers(unit.model.module)
     depths = cascade_depths(len(layers), cfg.n_depths)
     module = copy.deepcopy(unit.model.module)
@@ -139,7 +159,7 @@ def cascade_maps(unit: Unit, cfg: RandomisationConfig) -> tuple[Tensor, Tensor, 
         for name, _ in reversed(layers[len(layers) - depth : len(layers) - done]):
             randomise_layer(copied[name], cfg.init, gen)
         done = depth
-        maps.append(explain(randomised, f"randomised:{cfg.init}:{cfg.seed}:{depth}/{len(layers)}"))
+        maps.append(explain_on(randomised, f"randomised:{cfg.init}:{cfg.seed}:{depth}/{len(layers)}"))
     shares = torch.tensor([d / len(layers) for d in depths])
     # the unit's count over all pieces (its rows' protocol), not this piece's k
     first = min(cfg.n_samples, len(unit.sample_ids))

@@ -31,6 +31,11 @@ Quantus' convention on the inputs you give them); ``image`` perturbs the image i
 reads it (every model sees the same perturbed images whatever it reads, so models with different encodings compare:
 a B-cos model's [x, 1 - x] stays consistent). ``x`` in Lipschitz and RIS is what the noise was added to. Nothing is
 clipped to [0, 1], as in both peers.
+
+Text models read embeddings (B, D, T): the noise lands on them (``space = "model-input"``, the only space for text) at
+the real token positions only (an all-zero position is padding, which must stay padding), in the embedding layer's
+units, and the maps compare over the tokens without [CLS] / [SEP] (every text metric's features; rows record
+``noise_on``).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from faithbench.metrics._checks import check_choice, check_positive_int
 from faithbench.metrics.imputation import hashed_normal, hashed_uniform
 from faithbench.metrics.spec import MetricCost, MetricResult, Unit, sample_maps_cost
 from faithbench.metrics.spec_table import described
+from faithbench.metrics.stability_ratios import _l2, kept_max, lipschitz_ratio, relative_l2, relative_stability
 from faithbench.metrics.types import Scores
 from faithbench.models.randomise import parameter_layers
 
@@ -146,52 +152,6 @@ def max_avg_sensitivity(
     return Scores(s.max(dim=1).values, undefined), Scores(s.mean(dim=1), undefined)
 
 
-def _l2(rows: Tensor) -> Tensor:
-    return torch.linalg.vector_norm(rows.reshape(rows.shape[0], -1).double(), dim=1)
-
-
-def lipschitz_ratio(again: Tensor, maps: Tensor, perturbed: Tensor, inputs: Tensor) -> Tensor:
-    """(R,) float64 ``|| again - maps ||_2 / || perturbed - inputs ||_2`` row by row (Alvarez-Melis & Jaakkola).
-
-    >>> import torch
-    >>> from faithbench.metrics.robustness import lipschitz_ratio
-    >>> x, d = torch.ones(2, 2), torch.tensor([[0.1, 0.0], [0.0, -0.1]])
-    >>> w = torch.tensor([1.0, 2.0])  # input x gradient of a linear model: a(x) = w * x
-    >>> lipschitz_ratio(w * (x + d), w * x, x + d, x)
-    tensor([1., 2.], dtype=torch.float64)
-    """
-    return _l2(again.double() - maps.double()) / _l2(perturbed.double() - inputs.double())
-
-
-def relative_l2(new: Tensor, old: Tensor, eps_min: float = 1e-6) -> Tensor:
-    """(R,) float64 ``|| (new - old) / old ||_2`` elementwise, ``old``'s zero entries replaced by ``eps_min``
-    (Agarwal et al.'s percent change).
-
-    >>> import torch
-    >>> from faithbench.metrics.robustness import relative_l2
-    >>> relative_l2(torch.tensor([[3.0, 1e-6]]), torch.tensor([[2.0, 0.0]]))  # |(0.5, 1)|
-    tensor([1.1180], dtype=torch.float64)
-    """
-    old = old.double()
-    return _l2((old - new.double()) / old.where(old != 0, eps_min))
-
-
-def relative_stability(map_change: Tensor, other_change: Tensor, eps_min: float = 1e-6) -> Tensor:
-    """(R,) RIS / ROS / RRS's ratio of a draw: the maps' relative change over ``max(other_change, eps_min)``.
-
-    >>> import torch
-    >>> from faithbench.metrics.robustness import relative_stability
-    >>> relative_stability(torch.tensor([0.1, 0.3]), torch.tensor([0.1, 0.0]))  # the second floored at eps_min
-    tensor([1.0000e+00, 3.0000e+05])
-    """
-    return map_change / other_change.clamp(min=eps_min)
-
-
-def kept_max(ratios: Tensor, kept: Tensor) -> tuple[Tensor, Tensor]:
-    """(B,) the largest of (B, n) ``ratios`` over the draws ``kept`` and (B,) undefined where none is kept."""
-    return ratios.where(kept, -torch.inf).max(dim=1).values.where(kept.any(dim=1), 0.0), ~kept.any(dim=1)
-
-
 @dataclass(frozen=True)
 class RobustnessConfig:
     """``[robustness]``: ``n_draws`` draws (captum's ``n_perturb_samples``, Quantus' ``nr_samples``) of ``noise`` at
@@ -277,11 +237,22 @@ def _forward(module: torch.nn.Module, inputs: Tensor) -> tuple[Tensor, Tensor]:
 
 def _selected(unit: Unit, cfg: RobustnessConfig) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """(where the noise lands, encoded inputs, labels, ids) of this piece's samples among the first ``max_samples``."""
+    if cfg.space == "image" and unit.model.modality == "text":
+        raise ValueError(
+            "[robustness] space = 'image' needs image models; a text model's noise lands on its embeddings "
+            "(space = 'model-input')"
+        )
     x, labels, ids = unit.samples()
     first = unit.first_samples(cfg.max_samples)
     x, labels, ids = x[first.to(x.device)], labels[first.to(x.device)], ids[first]
     base = unit.images[ids].to(unit.device) if cfg.space == "image" else x
     return base, x, labels, ids
+
+
+def real_positions(unit: Unit, inputs: Tensor) -> Tensor | None:
+    """(S, 1, T) bool: a text model's real token positions (its all-zero embeddings are padding, which noise must
+    leave all-zero, or they would stop being padding); None for images (every entry takes noise)."""
+    return (inputs != 0).any(dim=1, keepdim=True) if unit.model.modality == "text" else None
 
 
 def _perturbed(
@@ -293,7 +264,9 @@ def _perturbed(
     first = start // n
     noise = keyed_noise(ids[first : (stop - 1) // n + 1], tuple(base.shape[1:]), cfg, unit.device)  # (n, k, ...)
     sample = r // n
-    moved = base[sample] + noise[r % n, sample - first]
+    draws = noise[r % n, sample - first]
+    real = real_positions(unit, base)
+    moved = base[sample] + (draws if real is None else draws * real[sample])
     return sample, moved, unit.model.encode(moved) if cfg.space == "image" else moved
 
 
@@ -330,12 +303,16 @@ def unit_draws(unit: Unit, cfg: RobustnessConfig) -> Draws:
 
     def compute() -> Draws:
         base, x, targets, ids = _selected(unit, cfg)
-        maps = unit.sample_maps()[unit.first_samples(cfg.max_samples).to(x.device)]
+        first = unit.first_samples(cfg.max_samples).to(x.device)
+        maps, features = unit.sample_maps()[first], unit.sample_feature_mask()
+        features = None if features is None else features[first].to(maps.dtype)
+        maps = maps if features is None else maps * features  # text: its tokens, not [CLS] / [SEP]
         n = cfg.n_draws
 
         def rows(start: int, stop: int) -> Tensor:  # (sample, draw) rows start..stop, sample-major
             sample, moved, inputs = _perturbed(unit, cfg, base, ids, start, stop)
             again = unit.explain(inputs, targets[sample], tag="robustness")
+            again = again if features is None else again * features[sample]
             return torch.stack([relative_change(again, maps[sample], cfg.norm),
                                 lipschitz_ratio(again, maps[sample], moved, base[sample]),
                                 relative_l2(again, maps[sample], cfg.eps_min)], dim=1)  # fmt: skip
@@ -369,7 +346,10 @@ def _evaluate(name: str) -> Callable[[Unit, RobustnessConfig], MetricResult]:
         if len(ids) == 0:
             return MetricResult.empty(to_dict(cfg), "robustness")
         values, undefined = _score(name, unit_draws(unit, cfg), cfg.eps_min)
-        return MetricResult(values=values, undefined=undefined, sample_ids=ids, params=to_dict(cfg),
+        params = to_dict(cfg)
+        if unit.model.modality == "text":
+            params["noise_on"] = "embeddings at the real tokens (padding stays padding); maps over the tokens"
+        return MetricResult(values=values, undefined=undefined, sample_ids=ids, params=params,
                             explained="robustness")  # fmt: skip
 
     return evaluate

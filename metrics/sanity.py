@@ -10,6 +10,22 @@ histogram (Quantus' ``discrete_entropy``: ``np.histogram`` over the map's range,
 re-initialised, so it shares that table and its re-explanations (the same first ``n_samples`` samples; ``init``
 ``default`` is Quantus' ``reset_parameters``). A sample whose trained map has ``H = 0`` (constant) is undefined.
 
+**sMPRT** (smooth model-parameter randomisation, Hedström et al. 2024 as eMPRT, first in their 2023 workshop paper
+"Sanity Checks Revisited", which Quantus' ``SmoothMPRT`` cites): the ``randomisation`` cascade where every map, the
+trained model ``f``'s and each randomised copy ``f_k``'s, is first averaged over ``N`` (``n_noisy``) copies of the
+input with Gaussian noise, so that the maps' own noise does not decide the comparison::
+
+    a~(g, x) = (1 / N) sum_j a(g, x + d_j),    d_j ~ N(0, s^2) for j < N - 1,  d_{N-1} = 0,
+    s = noise_magnitude * (max x - min x)                       (the sample's range, in the model's input space)
+    smprt = mean_k similarity(a~(f, x), a~(f_k, x))            lower is better (1: the map ignores the model)
+
+``similarity``: ``spearman`` (default, Quantus': of the |maps|, text over its tokens, as ``randomisation``) or
+``ssim`` (of the max-normalised |maps|, as ``randomisation_ssim``; images only). As Quantus, the last copy is the input
+itself (``N = 1`` is ``randomisation``). The draws are a function of (seed, sample id), the same for the trained model
+and every point of the cascade (Quantus draws afresh for each model), in ``[smprt]``'s own cascade (its ``n_samples``,
+``n_depths``, ``init``, ``seed``). Text: the noise lands on the embeddings at the real positions only (padding stays
+all-zero, so it stays padding) and the range is theirs.
+
 **RandomLogit** (Sixt et al., ICML 2020; Quantus, xplique): the map of the explained class ``y`` against the map of a
 random other class ``y'`` of the same input::
 
@@ -32,21 +48,27 @@ from torch import Tensor
 from faithbench.calls import in_chunks
 from faithbench.config import to_dict
 from faithbench.metrics._checks import check_choice, check_positive_int
-from faithbench.metrics.imputation import hashed_uniform
+from faithbench.metrics.imputation import hashed_normal, hashed_uniform
 from faithbench.metrics.randomisation import (
+    BatchExplain,
     RandomisationConfig,
     cascade_curves,
+    cascade_maps,
     max_normalised,
     not_applicable,
     spearman,
     ssim,
 )
 from faithbench.metrics.randomisation import cost as cascade_cost
+from faithbench.metrics.robustness import real_positions
 from faithbench.metrics.spec import MetricCost, MetricResult, Unit, sample_maps_cost
 from faithbench.metrics.spec_table import described
+from faithbench.metrics.types import CurveScores
 
 STREAM_RANDOM_LOGIT = 5  # the keyed draws' stream (imputation: 1, 2; robustness: 3; infidelity: 4)
+STREAM_SMPRT = 6  # sMPRT's input noise
 SIMILARITIES = ("ssim", "spearman", "quantus-ssim")
+SMPRT_SIMILARITIES = ("spearman", "ssim")  # quantus-ssim is RandomLogit's convention (signed maps), not SmoothMPRT's
 
 
 def histogram_entropy(maps: Tensor, n_bins: int = 100) -> Tensor:
@@ -202,7 +224,112 @@ def emprt_cost(unit: Unit, cfg: RandomisationConfig) -> tuple[MetricCost, ...]:
     return cascade_cost(unit, cfg)
 
 
+def noisy_copies(
+    inputs: Tensor, ids: Tensor, *, n_noisy: int, magnitude: float, seed: int, real: Tensor | None = None
+) -> Tensor:
+    """(B, n_noisy, ...) sMPRT's copies of ``inputs`` (B, ...), the samples ``ids``: Gaussian noise of standard
+    deviation ``magnitude`` times the sample's range, a function of (seed, sample id, copy, element), on all but the
+    last copy (the input itself, as Quantus). ``real``: where the noise may land (broadcast over ``inputs``; a text
+    model's real token positions), the range taken there; None: everywhere. Added in float64, then in the inputs'
+    dtype.
+
+    >>> import torch
+    >>> from faithbench.metrics.sanity import noisy_copies
+    >>> x = torch.tensor([[0.0, 2.0, 1.0]])
+    >>> copies = noisy_copies(x, torch.tensor([7]), n_noisy=3, magnitude=0.1, seed=0)
+    >>> copies.shape, torch.equal(copies[:, -1], x), bool((copies[:, 0] != x).all())
+    (torch.Size([1, 3, 3]), True, True)
+    """
+    check_positive_int(n_noisy, "n_noisy")
+    b, shape = inputs.shape[0], tuple(inputs.shape[1:])
+    where = torch.ones_like(inputs, dtype=torch.bool) if real is None else (real != 0).expand_as(inputs)
+    flat, inside = inputs.reshape(b, -1).double(), where.reshape(b, -1)
+    span = flat.where(inside, -torch.inf).amax(dim=1) - flat.where(inside, torch.inf).amin(dim=1)
+    std = (magnitude * span.where(inside.any(dim=1), 0.0)).view(b, 1, *[1] * len(shape))
+    draws = hashed_normal(ids.cpu(), (n_noisy - 1, *shape), seed=seed, stream=STREAM_SMPRT).to(inputs.device)
+    noise = torch.cat([draws * std * where.unsqueeze(1), draws.new_zeros((b, 1, *shape))], dim=1)
+    return (inputs.double().unsqueeze(1) + noise).to(inputs.dtype)
+
+
+@dataclass(frozen=True)
+class SmoothMPRTConfig(RandomisationConfig):
+    """``[smprt]``: the cascade's first ``n_samples`` samples, ``n_depths`` points, ``init`` and ``seed`` (as
+    ``[randomisation]``); every map averaged over ``n_noisy`` copies of the input (Quantus' ``nr_samples``; its
+    default is 50, ours 10 for a CPU budget) with Gaussian noise of ``noise_magnitude`` times the input's range
+    (Quantus' default 0.1), the draws keyed by ``seed``; maps compared by ``similarity``."""
+
+    n_noisy: int = 10
+    noise_magnitude: float = 0.1
+    similarity: str = "spearman"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive_int(self.n_noisy, "n_noisy")
+        m = self.noise_magnitude
+        if isinstance(m, bool) or not isinstance(m, int | float) or not 0 <= m < float("inf"):
+            raise ValueError(f"noise_magnitude must be a number >= 0 (0: no smoothing), got {m!r}")
+        check_choice(self.similarity, "similarity", SMPRT_SIMILARITIES)
+
+
+def smoothed_explainer(unit: Unit, cfg: SmoothMPRTConfig) -> BatchExplain:
+    """The cascade's ``explain`` for sMPRT: every (sample, copy) row of :func:`noisy_copies` through the unit's method,
+    ``explain_batch`` rows a call, then each sample's ``n_noisy`` maps averaged (float64)."""
+    n = cfg.n_noisy
+
+    def explain(inputs: Tensor, targets: Tensor, ids: Tensor, model: object, tag: str) -> Tensor:
+        real = real_positions(unit, inputs)
+
+        def rows(start: int, stop: int) -> Tensor:  # (sample, copy) rows start..stop, sample-major
+            r = torch.arange(start, stop, device=inputs.device)
+            first, last = start // n, (stop - 1) // n + 1
+            copies = noisy_copies(inputs[first:last], ids[first:last], n_noisy=n, magnitude=cfg.noise_magnitude,
+                                  seed=cfg.seed, real=None if real is None else real[first:last])  # fmt: skip
+            sample = r // n
+            return unit.explain(copies[sample - first, r % n], targets[sample], model=model, tag=f"smprt:{tag}")
+
+        maps = torch.cat(in_chunks(rows, len(inputs) * n, unit.explain_batch))
+        return maps.view(len(inputs), n, *maps.shape[1:]).double().mean(dim=1)
+
+    return explain
+
+
+def smprt_similarity(a: Tensor, b: Tensor, similarity: str, feature_mask: Tensor | None = None) -> Tensor:
+    """(B,) sMPRT's ``similarity`` of smoothed maps ``a`` and ``b``: ``spearman`` of the |maps| (over the features of
+    ``feature_mask``), ``ssim`` of the max-normalised |maps| ((B, H, W) only); NaN where undefined."""
+    check_choice(similarity, "similarity", SMPRT_SIMILARITIES)
+    if similarity == "spearman":
+        return spearman(a.abs(), b.abs(), feature_mask)
+    if a.dim() != 3:
+        raise ValueError(f"similarity 'ssim' compares (B, H, W) image maps, got {tuple(a.shape)}; use 'spearman'")
+    return map_similarity(a, b, "ssim")
+
+
+def evaluate_smprt(unit: Unit, cfg: SmoothMPRTConfig) -> MetricResult:
+    """Per sample: the mean over the cascade of the similarity of the smoothed trained and randomised maps."""
+    if cfg.similarity == "ssim" and unit.model.modality != "image":
+        raise ValueError(f"[smprt] similarity 'ssim' needs image maps; a {unit.model.modality} model: 'spearman'")
+    original, maps, shares, ids, params = unit.memo(("smprt", cfg), lambda: unit.timed_explanation(
+        "smprt", lambda: cascade_maps(unit, cfg, smoothed_explainer(unit, cfg))))  # fmt: skip
+    params = {**params, "n_noisy": cfg.n_noisy, "noise_magnitude": cfg.noise_magnitude, "similarity": cfg.similarity}
+    if len(ids) == 0:
+        return MetricResult.empty(params, "smprt")
+    mask = unit.sample_feature_mask()
+    mask = None if mask is None else mask[: len(ids)]
+    curve = torch.stack([smprt_similarity(original, m, cfg.similarity, mask) for m in maps], dim=1)  # (S, K)
+    scores = CurveScores(values=curve.mean(dim=1), undefined=curve.isnan().any(dim=1), curve=curve, fractions=shares)
+    return MetricResult.from_curve(scores, sample_ids=ids, params=params, explained="smprt")
+
+
+def smprt_cost(unit: Unit, cfg: SmoothMPRTConfig) -> tuple[MetricCost, ...]:
+    """The trained model and every depth of the cascade (counted as ``randomisation``'s cost counts them), each
+    explaining the first ``n_samples`` samples' ``n_noisy`` copies, ``explain_batch`` rows a call."""
+    k = int(unit.first_samples(cfg.n_samples).sum())
+    models = cascade_cost(unit, cfg)[-1].passes + 1  # the cascade's depths and the trained model
+    return (MetricCost(("smprt", cfg), explanations=k * cfg.n_noisy * models, passes=models),)
+
+
 EMPRT = described("emprt", evaluate=evaluate_emprt, cost=emprt_cost, config=RandomisationConfig,
                   applies=not_applicable)  # fmt: skip
+SMPRT = described("smprt", evaluate=evaluate_smprt, cost=smprt_cost, config=SmoothMPRTConfig, applies=not_applicable)
 RANDOM_LOGIT = described("random_logit", evaluate=evaluate_random_logit, cost=random_logit_cost,
                          config=RandomLogitConfig)  # fmt: skip

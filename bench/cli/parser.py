@@ -307,6 +307,20 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
         "--out", default=str(Path("runs") / "perf"), metavar="DIR", help="output folder of perf.csv (default runs/perf)"
     )
     p_perf.add_argument(
+        "--only",
+        metavar="PARTS",
+        help="time only these parts, comma-separated: metrics, robustness (the metrics that perturb and explain "
+        "again, or perturb and weigh the map), "
+        "methods (default: all three)",
+    )
+    p_perf.add_argument(
+        "--case",
+        action="append",
+        metavar="MODEL:PX:BATCH",
+        help="time this model at this size and batch instead of the default cases (repeatable), e.g. "
+        "--case resnet18:224:4; --quick's other sizes still apply",
+    )
+    p_perf.add_argument(
         "--repeats",
         type=int,
         metavar="N",

@@ -49,6 +49,20 @@ class PerfSizes:
     )
 
 
+PARTS = ("metrics", "robustness", "methods")  # what a case times: --only selects some of them
+
+
+def parse_case(text: str, quick: bool = False) -> PerfCase:
+    """``MODEL:PX:BATCH`` (``--case``) as a case: deletion blocks of PX / 14 px (at least 1), and the methods of the
+    default case of that model (else ``CHEAP_METHODS``)."""
+    parts = text.split(":")
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit() or min(int(parts[1]), int(parts[2])) < 1:
+        raise ValueError(f"a perf case is MODEL:PX:BATCH with positive integers, e.g. resnet18:224:4; got {text!r}")
+    model, size, batch = parts[0], int(parts[1]), int(parts[2])
+    known = {c.model: c.methods for c in (*(QUICK_CASES if quick else ()), *DEFAULT_CASES, *QUICK_CASES)}
+    return PerfCase(model, size, batch, max(1, size // 14), known.get(model, CHEAP_METHODS))
+
+
 DEFAULT_CASES = (PerfCase("resnet50", 224, 64, 16, CHEAP_METHODS), PerfCase("bcos_cnn_mnist", 28, 64, 4, BCOS_METHODS))
 DEFAULT_SIZES = PerfSizes()
 QUICK_CASES = (PerfCase("resnet18", 96, 8, 16, CHEAP_METHODS), PerfCase("bcos_cnn_mnist", 28, 8, 4, BCOS_METHODS))

@@ -45,7 +45,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from faithbench.bench.perf.cases import DEFAULT_CASES, DEFAULT_SIZES, QUICK_CASES, QUICK_SIZES, PerfCase, PerfSizes
+from faithbench.bench.perf.cases import (
+    DEFAULT_CASES,
+    DEFAULT_SIZES,
+    PARTS,
+    QUICK_CASES,
+    QUICK_SIZES,
+    PerfCase,
+    PerfSizes,
+)
 from faithbench.bench.perf.quantus import import_quantus
 from faithbench.bench.perf.rows import case_rows
 from faithbench.bench.perf.timing import FLOOR, MEASUREMENT_ERROR
@@ -84,12 +92,18 @@ def run_perf(
     cases: Sequence[PerfCase] | None = None,
     sizes: PerfSizes | None = None,
     seed: int = 0,
+    only: Sequence[str] | None = None,
     say: Callable[[str], None] | None = None,
 ) -> PerfRun:
     """Time every case (default: ``DEFAULT_CASES``; ``quick``: ``QUICK_CASES``, ``QUICK_SIZES``; ``repeats``:
-    the rounds timed in turns, overriding the sizes') and write ``perf.csv`` and ``perf.json`` (sizes, notes,
-    measurement errors and provenance) into ``out`` if given. ``say``: told the plan and each case as it starts."""
+    the rounds timed in turns, overriding the sizes'; ``only``: some of ``PARTS``, default all) and write ``perf.csv``
+    and ``perf.json`` (sizes, notes, measurement errors and provenance) into ``out`` if given. ``say``: told the plan
+    and each case as it starts."""
     dev = resolve_device(device)
+    parts = tuple(only or PARTS)
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        raise UserError(f"unknown perf part(s) {', '.join(unknown)}; valid: {', '.join(PARTS)}")
     if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
         raise UserError(f"repeats must be a positive integer, got {repeats!r}")
     cases = tuple(cases or (QUICK_CASES if quick else DEFAULT_CASES))
@@ -101,7 +115,7 @@ def run_perf(
     rows = []
     for i, case in enumerate(cases, 1):
         say(f"[{i}/{len(cases)}] {case.model} at {case.image_size} px, batch {case.batch_size}")
-        case_table, case_notes = case_rows(case, sizes, dev, seed, quantus)
+        case_table, case_notes = case_rows(case, sizes, dev, seed, quantus, parts)
         rows += case_table
         notes += case_notes
     table = pd.DataFrame(rows).reindex(columns=COLUMNS)
@@ -112,7 +126,8 @@ def run_perf(
         out.mkdir(parents=True, exist_ok=True)
         csv = out / "perf.csv"
         atomic_write_csv(csv, table)
-        meta = {"provenance": provenance(dev, seed), "cases": [asdict(c) for c in cases], "sizes": asdict(sizes)}
+        meta = {"provenance": provenance(dev, seed), "cases": [asdict(c) for c in cases], "sizes": asdict(sizes),
+                "parts": list(parts)}  # fmt: skip
         meta["timing"] = f"{sizes.repeats} rounds in turns after {sizes.warmup} warm-up; ratios pair by pair"
         atomic_write_text(out / "perf.json", json.dumps({**meta, "notes": notes, "errors": errors}, indent=2) + "\n")
     return PerfRun(table, notes, csv, errors)

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from faithbench.attributions import UnsupportedMethodError, get_method
-from faithbench.bench.perf.cases import PerfCase, PerfSizes
+from faithbench.bench.perf.cases import PARTS, PerfCase, PerfSizes
 from faithbench.bench.perf.limits import Limit, Work, method_limit
 from faithbench.bench.perf.perturbed import RobustQuantity, infidelity_quantity, robust_quantities
 from faithbench.bench.perf.quantus import agreement, paired_quantities
@@ -136,9 +136,14 @@ def _metric_rows(
     grids: Tensor,
     targets: Tensor,
     quantus: Any,
+    parts: tuple[str, ...] = PARTS,
 ) -> list[str]:
-    """The metrics of one case and, with ``quantus``, the quantities it shares with faithbench; returns notes."""
+    """The metrics of one case (``parts``: ``metrics``, ``robustness`` or both) and, with ``quantus``, the quantities
+    it shares with faithbench; returns notes."""
     case, sizes, module = out.case, out.sizes, adapter.module
+    notes = _robustness_rows(out, adapter, images, inputs, maps, targets, quantus) if "robustness" in parts else []
+    if "metrics" not in parts:
+        return notes
     common: dict[str, Any] = {"baseline": 0.0, "activation": adapter.activation, "chunk_size": sizes.chunk_size}
     curve = {"block_size": case.block_size, **({"fractions": sizes.fractions} if sizes.fractions else {})}
     n_fractions = len(sizes.fractions) if sizes.fractions else "ALOE's 11"
@@ -189,7 +194,6 @@ def _metric_rows(
         "device: the limit is the model calls alone",
         replayed,
     )
-    notes = _robustness_rows(out, adapter, images, inputs, maps, targets, quantus)
     if quantus is None:
         return notes
     paired, skipped = paired_quantities(
@@ -257,9 +261,15 @@ def _fractions(sizes: PerfSizes) -> dict[str, Any]:
 
 
 def case_rows(
-    case: PerfCase, sizes: PerfSizes, device: torch.device, seed: int, quantus: ModuleType | None
+    case: PerfCase,
+    sizes: PerfSizes,
+    device: torch.device,
+    seed: int,
+    quantus: ModuleType | None,
+    parts: tuple[str, ...] = PARTS,
 ) -> tuple[list[dict], list[str]]:
-    """(rows, notes) of one model: its metrics, their Quantus counterparts and limits, its methods and theirs."""
+    """(rows, notes) of one model: its metrics, their Quantus counterparts and limits, its methods and theirs (those
+    of ``parts``)."""
     adapter = build_model(case.model, device, seed)
     s, b = case.image_size, case.batch_size
     gen = torch.Generator().manual_seed(seed)
@@ -273,8 +283,8 @@ def case_rows(
     out = _Rows(case, sizes, device, adapter.module)
     notes: list[str] = []
     try:
-        notes += _metric_rows(out, adapter, images.to(device), inputs, maps, grids, targets, quantus)
-        for name in case.methods:
+        notes += _metric_rows(out, adapter, images.to(device), inputs, maps, grids, targets, quantus, parts)
+        for name in case.methods if "methods" in parts else ():
             params = sizes.method_params.get(name, {})
             method = get_method(name, **params)
             try:

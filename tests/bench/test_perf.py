@@ -358,3 +358,23 @@ def test_the_command_line_says_which_ratios_are_measurement_errors(tmp_path, mon
     ours = table[table["implementation"] == "faithbench"]
     assert (ours["status"] == "measurement error").all() and (ours["ratio_to_limit"] == 0.5).all()
     assert json.loads((tmp_path / "perf.json").read_text())["errors"][0].startswith("pixel_deletion on bcos")
+
+
+def test_only_some_parts_and_a_case_from_the_command_line(tmp_path):
+    """``--only robustness`` times the robustness family and infidelity alone; ``--case MODEL:PX:BATCH`` names a case
+    (the default case's methods for a known model); both refuse what they do not know, naming the valid choices."""
+    from faithbench.bench.perf.cases import parse_case
+
+    case = parse_case("bcos_cnn_mnist:28:2")
+    assert (case.model, case.image_size, case.batch_size, case.block_size) == ("bcos_cnn_mnist", 28, 2, 2)
+    assert case.methods == BCOS_METHODS and parse_case("resnet18:224:4").block_size == 16
+    with pytest.raises(ValueError, match="MODEL:PX:BATCH with positive integers"):
+        parse_case("resnet18:224")
+    with pytest.raises(UserError, match="unknown perf part\\(s\\) metric; valid: metrics, robustness, methods"):
+        run_perf("cpu", cases=[case], sizes=TINY, only=["metric"])
+    run = run_perf("cpu", cases=[case], sizes=replace(TINY, robust_draws=2, infidelity_perturbations=2),
+                   only=["robustness"], out=tmp_path)  # fmt: skip
+    ours = run.table[run.table["implementation"] == "faithbench"]
+    assert set(ours["what"]) == {"max_sensitivity", "avg_sensitivity", "local_lipschitz", "relative_input_stability",
+                                 "infidelity"}  # fmt: skip
+    assert json.loads((tmp_path / "perf.json").read_text())["parts"] == ["robustness"]

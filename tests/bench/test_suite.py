@@ -51,7 +51,8 @@ def write(tmp_path, text):
         (
             "[grid_pg]\nn_grids = 2\n",
             r"unknown key\(s\) grid_pg; .*tables: gridpg, seqpg, deletion, flipping, road, single_deletion, erasure, "
-            r"naopc, robustness, cam_scores, infidelity, completeness, randomisation, random_logit, truth, "
+            r"naopc, compactness, robustness, consistency, continuity, cam_scores, infidelity, completeness, "
+            r"randomisation, smprt, random_logit, truth, "
             r"method_params",
         ),
         (

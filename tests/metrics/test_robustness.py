@@ -377,3 +377,47 @@ def test_the_estimate_counts_what_the_run_explains(runs):
         inputs = measured.loc[method, "model_inputs"] - (shared["shared inputs"] if first else 0)
         calls = measured.loc[method, "model_calls"] - (shared["shared calls"] if first else 0)
         assert (inputs, calls) == (planned.loc[method, "model inputs"], planned.loc[method, "model calls"]), method
+
+
+def test_a_text_model_takes_the_noise_on_its_real_token_embeddings_and_compares_maps_over_its_tokens():
+    """Text: the draws land on the embeddings the model reads, at its real positions only (padding stays all-zero,
+    so it stays padding), and the maps compare over the tokens ([CLS] / [SEP] left out, as every text metric)."""
+    from faithbench.attributions import get_method
+    from faithbench.metrics.registry import METRICS
+    from faithbench.metrics.robustness import RobustnessConfig, keyed_noise
+    from faithbench.metrics.spec import Unit
+    from tests.text_helpers import sentence, small_text_model
+
+    model = small_text_model("standard")
+    rows = torch.tensor([sentence(5, 6, 7, 8, length=8), sentence(9, 10, length=8), sentence(11, 12, 13, length=8)])
+    labels = torch.tensor([0, 2, 1])
+    unit = Unit(model=model, method=get_method("input_x_gradient"), images=rows, labels=labels,
+                sample_ids=torch.arange(3), batch_size=2, device=torch.device("cpu"))  # fmt: skip
+    cfg = RobustnessConfig(n_draws=4, radius=0.1)
+    got = {m: METRICS.get(m).evaluate(unit, cfg) for m in ("max_sensitivity", "local_lipschitz")}
+    assert "embeddings" in got["max_sensitivity"].params["noise_on"]
+
+    x = model.encode(rows)  # (B, D, T)
+    real = (x != 0).any(dim=1, keepdim=True).float()
+    assert real[1, 0, 4:].eq(0).all()  # sentence 2 is padded
+    features = model.feature_mask(rows).float()
+    noise = keyed_noise(torch.arange(3), tuple(x.shape[1:]), cfg, torch.device("cpu")) * real  # (n, B, D, T)
+
+    def ixg(inputs, targets):
+        e = inputs.detach().requires_grad_(True)
+        with torch.enable_grad():
+            (g,) = torch.autograd.grad(model.module(e).gather(1, targets.view(-1, 1)).sum(), e)
+        return (g * e).sum(1).detach()
+
+    maps = ixg(x, labels) * features
+    again = torch.stack([ixg(x + d, labels) * features for d in noise])  # (n, B, T)
+    change = torch.linalg.vector_norm((again - maps).double(), dim=2) / torch.linalg.vector_norm(maps.double(), dim=1)
+    assert torch.allclose(got["max_sensitivity"].values, change.max(dim=0).values, rtol=1e-4)
+    lipschitz = torch.linalg.vector_norm((again - maps).double(), dim=2) / torch.linalg.vector_norm(
+        noise.flatten(2).double(), dim=2
+    )
+    kept = torch.stack([model.module(x + d).argmax(1) == model.module(x).argmax(1) for d in noise])
+    want = lipschitz.where(kept, -torch.inf).max(dim=0).values
+    assert torch.allclose(got["local_lipschitz"].values[kept.any(0)], want[kept.any(0)], rtol=1e-4)
+    with pytest.raises(ValueError, match="space = 'image' needs image models"):
+        METRICS.get("max_sensitivity").evaluate(unit, RobustnessConfig(space="image"))
