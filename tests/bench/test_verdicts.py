@@ -472,7 +472,7 @@ def test_the_results_pages_claims_table_is_generated_from_the_committed_inputs(t
         line for line in block.splitlines() if line.startswith("| ") and not line.startswith(("| ---", "| paper |"))
     ]
     assert len(rows) == len(claims)  # one row per claim, in two tables (the papers' claims, the extensions)
-    assert block.count("| paper | claim |") == 2 and "**Extensions (5)**" in block
+    assert block.count("| paper | claim |") == 2 and "**Extensions (14)**" in block
 
 
 def test_rows_of_other_shapes_are_not_paired_and_infinite_scores_are_left_out(tmp_path):
