@@ -40,6 +40,7 @@ class PerfSizes:
     robust_draws: int = 10  # draws per image (captum's sensitivity_max default)
     robust_radius: float = 0.02
     infidelity_perturbations: int = 10  # captum's n_perturb_samples default
+    continuity_steps: int = 28  # Quantus Continuity's nr_steps default (the shift 0 not explained)
     method_params: dict[str, dict[str, Any]] = field(
         default_factory=lambda: {
             "integrated_gradients": {"n_steps": 8},
@@ -79,6 +80,7 @@ QUICK_SIZES = PerfSizes(
     chunk_size=64,
     robust_draws=3,
     infidelity_perturbations=3,
+    continuity_steps=7,
     method_params={
         "integrated_gradients": {"n_steps": 4},
         "lime": {"n_samples": 16},
@@ -89,9 +91,11 @@ QUICK_HELP = (
     "CI-friendly sizes for a CPU: torchvision resnet18 with random weights at 96 px and bcos_cnn_mnist at 28 px, "
     "batch 8; deletion/insertion at fractions 0, .1, .3, .6 (blocks of 16 and 4 px); comprehensiveness/sufficiency "
     "at 10 and 50 %%; 6 PixelFlipping steps and RegionPerturbation regions; Quantus on 2 images; at most 64 inputs "
-    "per model call; IG 4 steps, LIME 16 samples, Shapley 1 sample; every ratio's sides timed in turns, 7 rounds "
+    "per model call; IG 4 steps, LIME 16 samples, Shapley 1 sample; 3 robustness draws and infidelity perturbations, "
+    "7 continuity steps; every ratio's sides timed in turns, 7 rounds "
     "after 1 warm-up, runs under 50 ms repeated to 50 ms (about 90 s on a 2-core CPU with OMP_NUM_THREADS=1, "
     "which a CPU busy with other jobs needs). Default, sizes for a GPU: resnet50 at 224 px and bcos_cnn_mnist at "
-    "28 px, batch 64, ALOE's fractions, 16 steps and regions, Quantus on 16 images, 256 inputs per call, 10 rounds "
+    "28 px, batch 64, ALOE's fractions, 16 steps and regions, Quantus on 16 images, 256 inputs per call, 10 "
+    "robustness draws and infidelity perturbations, Quantus' 28 continuity steps, 10 rounds "
     "after 2 warm-up"
 )

@@ -1,26 +1,37 @@
 """``python -m bench perf``: faithbench's metrics and attribution methods timed side by side with
-Quantus 0.6.0 and with the cost of the model work alone, in one process.
+Quantus 0.6.0 (captum, torch-cam 0.5.0 where they define the quantity) and with the cost of the model work alone, in
+one process.
 
 Every ratio's sides are timed in turns (:mod:`faithbench.bench.perf.timing`): after ``warmup`` untimed rounds,
 ``repeats`` rounds each run faithbench, its limit and Quantus once, one after the other; a ratio is taken
 pair by pair (the two runs of one round) and reported as the median over the pairs with their min-max
-(``ratio_to_limit``, ``_min``, ``_max``; the same for ``ratio_to_quantus``); each side's time as its median
+(``ratio_to_limit``, ``_min``, ``_max``; the same for ``ratio_to_quantus``, ``ratio_to_captum`` and
+``ratio_to_torchcam``); each side's time as its median
 with min-max (``seconds``, ``seconds_min``, ``seconds_max``; ``pairs`` rounds), ``torch.cuda.synchronize``
 before the clock is read on CUDA. Images are seeded uniform noise, targets the model's predicted classes,
 attribution maps seeded Gaussian noise computed once: the same maps go to faithbench and Quantus and are never
 part of a time. Rows (``implementation``):
 
 * ``faithbench``: one call of the metric function on the whole batch (``pixel_deletion``,
-  ``pixel_insertion``, ``comprehensiveness_sufficiency`` on pixel features, ``grid_pointing_game`` on
-  2 x 2 grid maps, ``explanation_entropy``, ``gini_index``), or ``method.attribute`` on the batch;
+  ``pixel_insertion``, ``comprehensiveness_sufficiency`` on pixel features, ``pixel_flipping``, ``road``,
+  ``average_drop`` (with Increase in Confidence), ``grid_pointing_game`` on 2 x 2 grid maps,
+  ``explanation_entropy``, ``gini_index``, ``effective_complexity``, ``consistency``; part ``robustness``: the
+  robustness family, ``infidelity``, ``continuity`` and ``random_logit``, which explain again with
+  ``PerfSizes.robust_method``), or ``method.attribute`` on the batch;
 * ``quantus``: the same quantity in Quantus where it defines it (PixelFlipping, RegionPerturbation,
-  RelevanceMassAccuracy, Complexity, Sparseness; the correspondences are in :mod:`faithbench.bench.perf.quantus`),
-  on the first ``n_quantus`` images (``n_images``), as Quantus loops over samples in NumPy. Its
-  per-sample values must agree with faithbench's (``agrees``, ``max_abs_diff``) before the faithbench
-  row gets ``ratio_to_quantus`` = faithbench seconds per image / Quantus seconds per image;
+  RelevanceMassAccuracy, Complexity, Sparseness, EffectiveComplexity, Consistency; the correspondences are in
+  :mod:`faithbench.bench.perf.quantus`; MaxSensitivity, AvgSensitivity, LocalLipschitzEstimate,
+  RelativeInputStability in :mod:`faithbench.bench.perf.perturbed`; Continuity, RandomLogit in
+  :mod:`faithbench.bench.perf.peers`), on the first ``n_quantus`` images (``n_images``), as Quantus loops over
+  samples in NumPy. Its per-sample values must agree with faithbench's (``agrees``, ``max_abs_diff``) before the
+  faithbench row gets ``ratio_to_quantus`` = faithbench seconds per image / Quantus seconds per image;
+* ``captum`` (``sensitivity_max``, ``infidelity``) and ``torchcam`` (``ClassificationMetric``: Average Drop and
+  Increase in Confidence, whose batch means must agree) on every image, the same way (``ratio_to_captum``,
+  ``ratio_to_torchcam``);
 * ``limit``: the physical limit of the faithbench row, the model work no implementation avoids, done the
   cheapest way: for a metric, the model alone under ``torch.no_grad`` on inputs of exactly the batch sizes
-  the faithbench call used (recorded by a forward pre-hook); for a method, its own limit
+  the faithbench call used (recorded by a forward pre-hook); for a metric that explains again, the explaining
+  method's limit on what it explains (``continuity``: the images, then their translations); for a method, its own limit
   (:mod:`faithbench.bench.perf.limits`: one forward + backward for the gradient methods, n_steps of them for
   IntegratedGradients, the backward to the layer for GradCAM, the rules' hooks for LRP, the forward passes
   of LIME and Shapley sampling). ``ratio_to_limit`` = faithbench seconds / limit seconds, pair by pair;
@@ -67,8 +78,9 @@ from faithbench.io import atomic_write_text
 COLUMNS = [
     "kind", "what", "implementation", "model", "device", "n_images", "pairs", "seconds", "seconds_min",
     "seconds_max", "images_per_s", "model_calls", "model_inputs", "ratio_to_quantus", "ratio_to_quantus_min",
-    "ratio_to_quantus_max", "ratio_to_captum", "ratio_to_captum_min", "ratio_to_captum_max", "ratio_to_limit",
-    "ratio_to_limit_min", "ratio_to_limit_max", "status", "peak_memory_mb", "agrees", "max_abs_diff", "note",
+    "ratio_to_quantus_max", "ratio_to_captum", "ratio_to_captum_min", "ratio_to_captum_max", "ratio_to_torchcam",
+    "ratio_to_torchcam_min", "ratio_to_torchcam_max", "ratio_to_limit", "ratio_to_limit_min", "ratio_to_limit_max",
+    "status", "peak_memory_mb", "agrees", "max_abs_diff", "note",
 ]  # fmt: skip
 
 

@@ -2,10 +2,11 @@
 
     python -m faithbench.bench.perf.markdown runs/perf-1/perf.csv runs/perf-2/perf.csv runs/perf-3/perf.csv
 
-One line per ratio: faithbench to its limit (``ratio_to_limit``) and faithbench to Quantus per image
-(``ratio_to_quantus``, below 1: faithbench is faster); one column per run with the median over the pairs and
-their min-max; the spread of the medians across the runs; the status (``ok``, or ``measurement error`` and the
-runs where a ratio to a limit had a median below 0.95).
+One line per ratio: faithbench to its limit (``ratio_to_limit``) and faithbench to a peer per image (Quantus, captum,
+torch-cam: ``ratio_to_quantus``, ``ratio_to_captum``, ``ratio_to_torchcam``; below 1: faithbench is faster; a ratio
+column a CSV lacks, written before its peer was timed, has no lines); one column per run with the median over the
+pairs and their min-max; the spread of the medians across the runs; the status (``ok``, or ``measurement error`` and
+the runs where a ratio to a limit had a median below 0.95).
 """
 
 from __future__ import annotations
@@ -20,7 +21,12 @@ import pandas as pd
 
 from faithbench.bench.perf.timing import MEASUREMENT_ERROR, OK
 
-RATIOS = {"ratio_to_limit": "limit", "ratio_to_quantus": "Quantus, per image", "ratio_to_captum": "captum, per image"}
+RATIOS = {
+    "ratio_to_limit": "limit",
+    "ratio_to_quantus": "Quantus, per image",
+    "ratio_to_captum": "captum, per image",
+    "ratio_to_torchcam": "torch-cam, per image",
+}
 
 
 def _fmt(v: float, digits: int = 3) -> str:
@@ -33,6 +39,8 @@ def ratio_lines(table: pd.DataFrame) -> pd.DataFrame:
     lines = []
     ours, limits = table[table["implementation"] == "faithbench"], table[table["implementation"] == "limit"]
     for column, against in RATIOS.items():
+        if column not in table:
+            continue
         for r in ours[ours[column].notna()].itertuples():
             limit = limits[(limits["what"] == r.what) & (limits["model"] == r.model)]
             lines.append(

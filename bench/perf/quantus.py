@@ -11,7 +11,12 @@ ones ``tests/metrics/test_quantus_differential.py`` establishes:
   regions_evaluation=R, order="morf")``: ``p(x) - p(x without the top j blocks)``, j = 1..R;
 * a GridPG cell  =  ``RelevanceMassAccuracy`` of the positive part with the cell as mask;
 * ``explanation_entropy``  =  ``Complexity(abs=True, normalise=False)``;
-* ``gini_index``  =  ``Sparseness(abs=True, normalise=False)``, which adds 1e-7 to every |a_i|.
+* ``gini_index``  =  ``Sparseness(abs=True, normalise=False)``, which adds 1e-7 to every |a_i|;
+* ``effective_complexity``  =  ``EffectiveComplexity`` normalised per map (``normalise_axes=[1, 2, 3]``);
+* ``consistency`` (its default ``top_n_sign``, maps normalised per map and made positive, the predictions of one
+  forward pass in the timed call)  =  ``Consistency(abs=True)`` normalised per map, which predicts the classes
+  itself; it compares the samples of its call (its ``n_quantus`` images), so the agreement is faithbench's on those
+  images alone, a sample no other shares its explanation with scored 0 as Quantus does (faithbench: undefined).
 
 Every curve uses the softmax and a baseline of 0 in model-input space on both sides.
 """
@@ -25,12 +30,16 @@ from functools import partial
 from types import ModuleType
 
 import numpy as np
+import torch
 from torch import Tensor, nn
 
 from faithbench.metrics import explanation_entropy, gini_index, grid_pointing_game, pixel_deletion
+from faithbench.metrics.complexity import effective_complexity
+from faithbench.metrics.consistency import consistency
 
 RTOL, ATOL = 1e-4, 1e-6  # per-sample agreement needed before a Quantus timing counts
 SPARSENESS_OFFSET = 1e-7  # Quantus Sparseness adds this to every |a_i|
+PER_MAP = {"normalise_axes": [1, 2, 3]}  # Quantus' normalise_by_max over one map (its default: the call batch's)
 
 
 @dataclass(frozen=True)
@@ -215,4 +224,35 @@ def paired_quantities(
         out.append(
             Paired(what, partial(_values, ours, maps), partial(_map_only, theirs, map_args), b, nq, False, note, check)
         )
+    out.append(
+        Paired(
+            "effective_complexity",
+            partial(_values, effective_complexity, maps),
+            lambda: quantus.EffectiveComplexity(normalise_func_kwargs=PER_MAP, disable_warnings=True)(**map_args),
+            b,
+            nq,
+            False,
+            "pixel maps; Quantus normalised per map (normalise_axes), as faithbench",
+        )
+    )
+
+    def predicted(x: Tensor) -> Tensor:
+        with torch.no_grad():
+            return torch.cat([module(x[s : s + chunk_size]).argmax(dim=1) for s in range(0, len(x), chunk_size)])
+
+    out.append(
+        Paired(
+            "consistency",
+            lambda: consistency(maps, predicted(inputs)).values,
+            lambda: quantus.Consistency(abs=True, normalise_func_kwargs=PER_MAP, disable_warnings=True)(
+                **q_args(x_q, a_q, y_q)
+            ),
+            b,
+            nq,
+            True,
+            "top_n_sign of the first 5 entries, maps normalised per map, the predictions of one forward pass; "
+            "compared within the batch (Quantus: within its n_quantus images)",
+            lambda: consistency(maps[:nq], predicted(inputs[:nq])).values.nan_to_num(nan=0.0),
+        )
+    )
     return out, notes

@@ -1,6 +1,6 @@
 """The rows of one case of ``python -m bench perf`` (what they mean: :mod:`faithbench.bench.perf.harness`): every
-faithbench call timed in turns with its limit and, where Quantus defines the quantity, with Quantus
-(:func:`faithbench.bench.perf.timing.in_turns`)."""
+faithbench call timed in turns with its limit and, where a peer (Quantus, captum, torch-cam) defines the quantity,
+with the peer (:func:`faithbench.bench.perf.timing.in_turns`)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import importlib.util
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -16,7 +17,8 @@ from torch import Tensor, nn
 
 from faithbench.attributions import UnsupportedMethodError, get_method
 from faithbench.bench.perf.cases import PARTS, PerfCase, PerfSizes
-from faithbench.bench.perf.limits import Limit, Work, method_limit
+from faithbench.bench.perf.limits import LIMITS, Limit, Work, forward_passes, method_limit
+from faithbench.bench.perf.peers import average_drop_quantity, continuity_quantity, random_logit_quantity
 from faithbench.bench.perf.perturbed import RobustQuantity, infidelity_quantity, robust_quantities
 from faithbench.bench.perf.quantus import agreement, paired_quantities
 from faithbench.bench.perf.timing import (
@@ -139,7 +141,7 @@ def _metric_rows(
     parts: tuple[str, ...] = PARTS,
 ) -> list[str]:
     """The metrics of one case (``parts``: ``metrics``, ``robustness`` or both) and, with ``quantus``, the quantities
-    it shares with faithbench; returns notes."""
+    it shares with faithbench (torch-cam's Average Drop where installed); returns notes."""
     case, sizes, module = out.case, out.sizes, adapter.module
     notes = _robustness_rows(out, adapter, images, inputs, maps, targets, quantus) if "robustness" in parts else []
     if "metrics" not in parts:
@@ -194,6 +196,12 @@ def _metric_rows(
         "device: the limit is the model calls alone",
         replayed,
     )
+    torchcam = importlib.util.find_spec("torchcam") is not None
+    ours, peers, means, note = average_drop_quantity(module, inputs, maps, targets, activation=adapter.activation,
+                                                     chunk_size=sizes.chunk_size, torchcam=torchcam)  # fmt: skip
+    against = tuple(Against(p.fn, p.n_images, lambda o, t: agreement(*means(o, t)), p.peer) for p in peers)
+    out.compare("metric", "average_drop", ours, b, note, replayed, peers=against)
+    notes += [] if torchcam else [f"{case.model}: torch-cam is not installed: no torchcam rows"]
     if quantus is None:
         return notes
     paired, skipped = paired_quantities(
@@ -222,7 +230,8 @@ def _metric_rows(
 def _robustness_rows(
     out: _Rows, adapter: ModelAdapter, images: Tensor, inputs: Tensor, maps: Tensor, targets: Tensor, quantus: Any
 ) -> list[str]:
-    """The robustness family and infidelity (:mod:`faithbench.bench.perf.perturbed`); returns notes."""
+    """The robustness family and infidelity (:mod:`faithbench.bench.perf.perturbed`), continuity and RandomLogit
+    (:mod:`faithbench.bench.perf.peers`); returns notes."""
     sizes, b = out.sizes, inputs.shape[0]
     method = get_method(sizes.robust_method, **sizes.method_params.get(sizes.robust_method, {}))
     try:
@@ -235,6 +244,7 @@ def _robustness_rows(
         return method.attribute(adapter, x, t, max_batch=sizes.chunk_size)
 
     draws = {"n_draws": sizes.robust_draws, "radius": sizes.robust_radius, "n_quantus": sizes.n_quantus}
+    robust_maps = explain(inputs, targets)
     for q in robust_quantities(explain, adapter.module, inputs, targets, quantus=quantus, captum=captum, **draws):
 
         def limit(first: Probe, q: RobustQuantity = q) -> Limit | None:
@@ -244,6 +254,16 @@ def _robustness_rows(
             Against(p.fn, p.n_images, lambda o, t, n=p.n_images: agreement(o[:n], t), p.peer) for p in q.peers
         )
         out.compare("metric", q.what, q.faithbench, b, f"{sizes.robust_method}, {q.note}", limit, peers=peers)
+    explained = [continuity_quantity(explain, adapter.module, inputs, targets, robust_maps, quantus=quantus,
+                                     n_steps=sizes.continuity_steps, n_quantus=sizes.n_quantus),
+                 random_logit_quantity(explain, adapter.module, inputs, targets, robust_maps, quantus=quantus,
+                                       n_classes=adapter.num_classes, n_quantus=sizes.n_quantus)]  # fmt: skip
+    for e in explained:
+        peers = tuple(
+            Against(p.fn, p.n_images, lambda o, t, n=p.n_images: agreement(o[:n], t), p.peer) for p in e.peers
+        )
+        limit = partial(_explain_limit, adapter, method, sizes.chunk_size, e.explains)
+        out.compare("metric", e.what, e.faithbench, b, f"{sizes.robust_method}, {e.note}", limit, peers=peers)
     ours, peers, _, note = infidelity_quantity(adapter.module, images, adapter.encode, maps, targets,
                                                n_perturbations=sizes.infidelity_perturbations, captum=captum,
                                                chunk_size=sizes.chunk_size)  # fmt: skip
@@ -251,6 +271,26 @@ def _robustness_rows(
     out.compare("metric", "infidelity", ours, b, note, lambda first: Limit(replay(adapter.module, first.inputs),
                 METRIC_LIMIT), peers=against)  # fmt: skip
     return [] if captum else [f"{out.case.model}: captum is not installed: no captum rows"]
+
+
+def _explain_limit(
+    adapter: ModelAdapter, method: Any, chunk_size: int, batches: tuple[tuple[Tensor, Tensor], ...], first: Probe
+) -> Limit | None:
+    """The limit of a metric that explains ``batches`` (inputs, targets) one after the other: the method's limit on
+    each in turn (a method whose limit replays its model calls: those of the whole run, once)."""
+    if LIMITS.get(method.name) is forward_passes:
+        return method_limit(Work(adapter, method, *batches[0], chunk_size, first.inputs))
+    parts = [method_limit(Work(adapter, method, x, t, chunk_size, ())) for x, t in batches]
+    if any(p is None for p in parts):
+        return None
+    if len(parts) == 1:
+        return parts[0]
+
+    def run() -> None:
+        for part in parts:
+            part.run()
+
+    return Limit(run, f"{len(parts)} batches in turn: " + "; ".join(p.note for p in parts if p is not None))
 
 
 def _fractions(sizes: PerfSizes) -> dict[str, Any]:

@@ -37,6 +37,7 @@ TINY = PerfSizes(
     regions=3,
     n_quantus=2,
     chunk_size=8,
+    continuity_steps=4,  # shifts of 48 px: -24, 24, 48 (0 left out); of 28 px: -14, 14, 28
     method_params={
         "integrated_gradients": {"n_steps": 2},
         "lime": {"n_samples": 4},
@@ -78,7 +79,7 @@ def test_the_csv_has_every_column_and_one_row_per_measurement(tiny):
     assert list(table.columns) == COLUMNS and set(REQUIRED) <= set(table.columns)
     assert len(table) == len(run.table) and (table["seconds"] > 0).all() and (table["pairs"] == 2).all()
     assert ((table["seconds_min"] <= table["seconds"]) & (table["seconds"] <= table["seconds_max"])).all()
-    assert set(table["implementation"]) == {"faithbench", "quantus", "captum", "limit"}
+    assert set(table["implementation"]) == {"faithbench", "quantus", "captum", "torchcam", "limit"}
     assert table["peak_memory_mb"].isna().all()  # CPU: PyTorch keeps no allocator statistics
     meta = json.loads((out / "perf.json").read_text())
     assert meta["provenance"]["device"].startswith("cpu") and meta["sizes"]["n_quantus"] == 2
@@ -96,8 +97,9 @@ def test_every_ratio_to_a_limit_has_a_spread_and_a_status(tiny):
     table = tiny[0].table
     ours = table[table["implementation"] == "faithbench"]
     with_limit = ours[ours["ratio_to_limit"].notna()]
-    # the 7 model-based metrics and the 5 robustness and infidelity rows of both models, the methods
-    assert len(with_limit) == 2 * (7 + 5) + 2 + len(BCOS_METHODS)
+    # the 9 model-based metrics (consistency and average_drop among them) and the 7 rows that explain again or
+    # perturb (the robustness family, infidelity, continuity, random_logit) of both models, the methods
+    assert len(with_limit) == 2 * (9 + 7) + 2 + len(BCOS_METHODS)
     low, mid, high = (with_limit[f"ratio_to_limit{e}"] for e in ("_min", "", "_max"))
     assert ((low <= mid) & (mid <= high) & (low > 0)).all()
     assert set(with_limit["status"]) <= {"ok", "measurement error"}
@@ -116,10 +118,14 @@ def test_faithbench_and_quantus_agree_on_every_quantus_row(tiny):
         "grid_pointing_game",
         "explanation_entropy",
         "gini_index",
+        "effective_complexity",
+        "consistency",
         "max_sensitivity",
         "avg_sensitivity",
         "local_lipschitz",
         "relative_input_stability",
+        "continuity",
+        "random_logit",
     }
     assert per_model == {"resnet18": paired, "bcos_cnn_mnist": paired}
     assert quantus["agrees"].astype(bool).all() and (quantus["n_images"] == 2).all()
@@ -141,10 +147,60 @@ def test_faithbench_and_captum_agree_on_every_captum_row(tiny):
     assert (ours["ratio_to_captum"] > 0).all() and (ours["ratio_to_captum_min"] <= ours["ratio_to_captum_max"]).all()
 
 
+def test_faithbench_and_torchcam_agree_on_average_drop(tiny):
+    """torch-cam's ClassificationMetric given faithbench's masks, on every image in one update: its batch means of
+    Average Drop and Increase in Confidence are faithbench's (with its 1e-7 in the drop's denominator)."""
+    pytest.importorskip("torchcam")
+    table = tiny[0].table
+    torchcam = table[table["implementation"] == "torchcam"]
+    assert {m: set(g["what"]) for m, g in torchcam.groupby("model")} == {
+        "resnet18": {"average_drop"}, "bcos_cnn_mnist": {"average_drop"}
+    }  # fmt: skip
+    assert torchcam["agrees"].astype(bool).all() and (torchcam["n_images"] == 4).all()
+    assert (torchcam["model_calls"] == 2).all()  # the images and the masked images, one call each
+    ours = table[(table["implementation"] == "faithbench") & (table["what"] == "average_drop")]
+    assert (ours["ratio_to_torchcam"] > 0).all() and ours["ratio_to_quantus"].isna().all()
+
+
+def test_the_peers_agree_only_on_the_same_numbers():
+    """The agreement the new rows need is not vacuous: torch-cam's means off by 1e-3 and a RandomLogit of other
+    classes than Quantus drew disagree."""
+    from faithbench.bench.perf.peers import average_drop_quantity, random_logit_quantity
+
+    quantus = pytest.importorskip("quantus")
+    pytest.importorskip("torchcam")
+    model = build_model("bcos_cnn_mnist", CPU, 0)
+    gen = torch.Generator().manual_seed(0)
+    inputs = model.encode(torch.rand(3, 1, 28, 28, generator=gen))
+    maps, targets = torch.randn(3, 28, 28, generator=gen), torch.tensor([1, 2, 3])
+    ours, (peer,), means, _ = average_drop_quantity(model.module, inputs, maps, targets, activation=model.activation,
+                                                    chunk_size=2, torchcam=True)  # fmt: skip
+    mine, theirs = ours(), peer.fn()
+    assert agreement(*means(mine, theirs))[0] and 0 < theirs["avg_drop"] < 1
+    off = {**theirs, "avg_drop": theirs["avg_drop"] + 1e-3}
+    assert not agreement(*means(mine, off))[0]
+
+    method = get_method("input_x_gradient")
+
+    def explain(x, t):
+        return method.attribute(model, x, t, max_batch=2)
+
+    q = random_logit_quantity(explain, model.module, inputs, targets, explain(inputs, targets), n_classes=10,
+                              n_quantus=3, quantus=quantus)  # fmt: skip
+    (other_classes,) = (t for x, t in q.explains)
+    assert (other_classes != targets).all() and agreement(q.faithbench(), q.peers[0].fn())[0]
+    shifted = (other_classes + 1) % 10
+    shifted = torch.where(shifted == targets, (shifted + 1) % 10, shifted)
+    from faithbench.metrics.sanity import map_similarity
+
+    elsewhere = map_similarity(explain(inputs, targets), explain(inputs, shifted), "quantus-ssim")
+    assert not agreement(elsewhere, q.peers[0].fn())[0]
+
+
 def test_every_limit_makes_the_same_model_calls_as_its_row(tiny):
     table = tiny[0].table
     limits = table[table["implementation"] == "limit"]
-    assert len(limits) == 2 * (7 + 5) + 2 + len(BCOS_METHODS)
+    assert len(limits) == 2 * (9 + 7) + 2 + len(BCOS_METHODS)
     for _, limit in limits.iterrows():
         ours = table[
             (table["implementation"] == "faithbench")
@@ -156,6 +212,13 @@ def test_every_limit_makes_the_same_model_calls_as_its_row(tiny):
     # deletion of 4 images at 3 fractions, at most 8 inputs per call: 12 inputs in calls of 8 and 4
     row = table[(table["what"] == "pixel_deletion") & (table["model"] == "resnet18")].iloc[0]
     assert (row["model_calls"], row["model_inputs"]) == (2, 12)
+    # continuity: the 4 images (one call), then their 3 translations each (12 inputs in calls of 8 and 4), each call
+    # of input x gradient one forward pass; average_drop: the images and the masked images, one call each
+    calls = {(r.what, r.model): (r.model_calls, r.model_inputs) for r in limits.itertuples()}
+    assert calls["continuity", "resnet18"] == (3, 16) and calls["average_drop", "resnet18"] == (2, 8)
+    assert calls["random_logit", "resnet18"] == (1, 4) and calls["consistency", "resnet18"] == (1, 4)
+    continuity = limits[limits["what"] == "continuity"]
+    assert continuity["note"].str.startswith("2 batches in turn: one forward + backward").all()
 
 
 def test_every_method_of_the_cases_has_a_limit():
@@ -294,9 +357,11 @@ def test_a_disagreeing_pair_gets_no_ratio(monkeypatch):
     case = PerfCase("bcos_cnn_mnist", 28, 2, 4, ())
     table = run_perf("cpu", cases=[case], sizes=TINY).table
     paired = table[table["agrees"].notna()]
-    # 5 Quantus pairs, 4 robustness quantities with Quantus, captum's sensitivity_max and infidelity (2 rows each)
-    assert len(paired) == 2 * 5 + 2 * 4 + 1 + 2 and not paired["agrees"].astype(bool).any()
+    # 7 Quantus pairs, 6 quantities that explain again with Quantus (4 robustness, continuity, random_logit), captum's
+    # sensitivity_max (1 more row) and infidelity, torch-cam's average_drop (2 rows each)
+    assert len(paired) == 2 * 7 + 2 * 6 + 1 + 2 + 2 and not paired["agrees"].astype(bool).any()
     assert paired["ratio_to_quantus"].isna().all() and paired["ratio_to_captum"].isna().all()
+    assert paired["ratio_to_torchcam"].isna().all()
 
 
 def test_agreement_and_pixel_flipping_steps():
@@ -357,12 +422,14 @@ def test_the_command_line_says_which_ratios_are_measurement_errors(tmp_path, mon
     table = pd.read_csv(tmp_path / "perf.csv")
     ours = table[table["implementation"] == "faithbench"]
     assert (ours["status"] == "measurement error").all() and (ours["ratio_to_limit"] == 0.5).all()
-    assert json.loads((tmp_path / "perf.json").read_text())["errors"][0].startswith("pixel_deletion on bcos")
+    errors = json.loads((tmp_path / "perf.json").read_text())["errors"]
+    assert len(errors) == len(ours) and any(e.startswith("pixel_deletion on bcos") for e in errors)
 
 
 def test_only_some_parts_and_a_case_from_the_command_line(tmp_path):
-    """``--only robustness`` times the robustness family and infidelity alone; ``--case MODEL:PX:BATCH`` names a case
-    (the default case's methods for a known model); both refuse what they do not know, naming the valid choices."""
+    """``--only robustness`` times the robustness family, infidelity, continuity and RandomLogit alone; ``--case
+    MODEL:PX:BATCH`` names a case (the default case's methods for a known model); both refuse what they do not know,
+    naming the valid choices."""
     from faithbench.bench.perf.cases import parse_case
 
     case = parse_case("bcos_cnn_mnist:28:2")
@@ -376,5 +443,5 @@ def test_only_some_parts_and_a_case_from_the_command_line(tmp_path):
                    only=["robustness"], out=tmp_path)  # fmt: skip
     ours = run.table[run.table["implementation"] == "faithbench"]
     assert set(ours["what"]) == {"max_sensitivity", "avg_sensitivity", "local_lipschitz", "relative_input_stability",
-                                 "infidelity"}  # fmt: skip
+                                 "infidelity", "continuity", "random_logit"}  # fmt: skip
     assert json.loads((tmp_path / "perf.json").read_text())["parts"] == ["robustness"]

@@ -73,8 +73,8 @@ def test_suite_errors_name_the_valid_choices(tmp_path):
     with pytest.raises(
         ValueError,
         match="unknown suite 'cifar'; valid suites: animal-ablation, bcos-ablation, bcos-posthoc, imagenet, "
-        "imagenet-random, in-domain, smoke, smoke-text, text, text-b-sweep, text-gpu, text-hf, text-topic, truth, "
-        "truth-text, vi",
+        "imagenet-random, in-domain, smoke, smoke-text, stability, text, text-b-sweep, text-gpu, text-hf, text-topic, "
+        "truth, truth-text, vi",
     ):
         load_suite("cifar")
     with pytest.raises(ValueError, match=r"unknown model\(s\) resnet9 \(did you mean .*resnet18.*\); `python -m bench"):
