@@ -12,10 +12,10 @@ ROOT = Path(__file__).resolve().parents[2]
 OWN = {"faithbench", "bench", "metrics", "models", "attributions"}
 # Imported only through a library that declares it (captum's SkLearnRidge imports sklearn lazily).
 INDIRECT = {"scikit-learn"}
-# Imported inside a guard that degrades gracefully (``bench perf`` skips its Quantus rows with a note; the
+# Imported inside a guard that degrades gracefully (``bench perf`` skips its Quantus and torch-cam rows with a note; the
 # Hugging Face data sets and faithbench.timm_model say which extra to install);
 # must be declared in an extra.
-OPTIONAL = {"quantus", "datasets", "timm", "submitit"}
+OPTIONAL = {"quantus", "torchcam", "datasets", "timm", "submitit"}
 
 
 def _declared() -> set[str]:
