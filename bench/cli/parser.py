@@ -309,9 +309,8 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     p_perf.add_argument(
         "--only",
         metavar="PARTS",
-        help="time only these parts, comma-separated: metrics, robustness (the metrics that perturb and explain "
-        "again, or perturb and weigh the map), "
-        "methods (default: all three)",
+        help="time only these parts, comma-separated: metrics, robustness (the metrics that perturb the input or "
+        "the model and explain again, or perturb and weigh the map), methods (default: all three)",
     )
     p_perf.add_argument(
         "--case",

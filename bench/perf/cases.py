@@ -41,6 +41,9 @@ class PerfSizes:
     robust_radius: float = 0.02
     infidelity_perturbations: int = 10  # captum's n_perturb_samples default
     continuity_steps: int = 28  # Quantus Continuity's nr_steps default (the shift 0 not explained)
+    randomisation_init: str = "default"  # emprt / smprt: each layer's reset_parameters, as Quantus re-initialises
+    smprt_depths: int = 4  # sMPRT's cascade points ([smprt]'s n_depths); eMPRT: one point, every layer re-initialised
+    smprt_noisy: int = 10  # sMPRT's noisy copies per image ([smprt]'s n_noisy; Quantus' nr_samples default is 50)
     method_params: dict[str, dict[str, Any]] = field(
         default_factory=lambda: {
             "integrated_gradients": {"n_steps": 8},
@@ -81,6 +84,8 @@ QUICK_SIZES = PerfSizes(
     robust_draws=3,
     infidelity_perturbations=3,
     continuity_steps=7,
+    smprt_depths=2,
+    smprt_noisy=3,
     method_params={
         "integrated_gradients": {"n_steps": 4},
         "lime": {"n_samples": 16},
@@ -92,10 +97,11 @@ QUICK_HELP = (
     "batch 8; deletion/insertion at fractions 0, .1, .3, .6 (blocks of 16 and 4 px); comprehensiveness/sufficiency "
     "at 10 and 50 %%; 6 PixelFlipping steps and RegionPerturbation regions; Quantus on 2 images; at most 64 inputs "
     "per model call; IG 4 steps, LIME 16 samples, Shapley 1 sample; 3 robustness draws and infidelity perturbations, "
-    "7 continuity steps; every ratio's sides timed in turns, 7 rounds "
-    "after 1 warm-up, runs under 50 ms repeated to 50 ms (about 90 s on a 2-core CPU with OMP_NUM_THREADS=1, "
-    "which a CPU busy with other jobs needs). Default, sizes for a GPU: resnet50 at 224 px and bcos_cnn_mnist at "
+    "7 continuity steps; sMPRT 2 cascade points of 3 noisy copies; every ratio's sides timed in turns, 7 rounds "
+    "after 1 warm-up, runs under 50 ms repeated to 50 ms (about 5 min on a 2-core CPU shared with other jobs, with "
+    "OMP_NUM_THREADS=1, which such a CPU needs). Default, sizes for a GPU: resnet50 at 224 px and bcos_cnn_mnist at "
     "28 px, batch 64, ALOE's fractions, 16 steps and regions, Quantus on 16 images, 256 inputs per call, 10 "
-    "robustness draws and infidelity perturbations, Quantus' 28 continuity steps, 10 rounds "
+    "robustness draws and infidelity perturbations, Quantus' 28 continuity steps, sMPRT 4 cascade points of 10 noisy "
+    "copies, 10 rounds "
     "after 2 warm-up"
 )

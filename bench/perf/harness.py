@@ -14,33 +14,39 @@ part of a time. Rows (``implementation``):
 
 * ``faithbench``: one call of the metric function on the whole batch (``pixel_deletion``,
   ``pixel_insertion``, ``comprehensiveness_sufficiency`` on pixel features, ``pixel_flipping``, ``road``,
-  ``average_drop`` (with Increase in Confidence), ``grid_pointing_game`` on 2 x 2 grid maps,
-  ``explanation_entropy``, ``gini_index``, ``effective_complexity``, ``consistency``; part ``robustness``: the
-  robustness family, ``infidelity``, ``continuity`` and ``random_logit``, which explain again with
-  ``PerfSizes.robust_method``), or ``method.attribute`` on the batch;
+  ``average_drop`` (with Increase in Confidence), ``mst_compactness`` (no model work and no peer: no ratio),
+  ``grid_pointing_game`` on 2 x 2 grid maps, ``explanation_entropy``, ``gini_index``, ``effective_complexity``,
+  ``consistency``; part ``robustness``: the robustness family, ``infidelity``, ``continuity``, ``random_logit``,
+  ``emprt``, ``smprt`` and ``adcc`` (with ``adcc_coherency`` and ``adcc_complexity``; no peer), which explain again
+  with ``PerfSizes.robust_method``, the last three by the suite's path on a fresh unit of the batch), or
+  ``method.attribute`` on the batch;
 * ``quantus``: the same quantity in Quantus where it defines it (PixelFlipping, RegionPerturbation,
   RelevanceMassAccuracy, Complexity, Sparseness, EffectiveComplexity, Consistency; the correspondences are in
   :mod:`faithbench.bench.perf.quantus`; MaxSensitivity, AvgSensitivity, LocalLipschitzEstimate,
   RelativeInputStability in :mod:`faithbench.bench.perf.perturbed`; Continuity, RandomLogit in
-  :mod:`faithbench.bench.perf.peers`), on the first ``n_quantus`` images (``n_images``), as Quantus loops over
-  samples in NumPy. Its per-sample values must agree with faithbench's (``agrees``, ``max_abs_diff``) before the
-  faithbench row gets ``ratio_to_quantus`` = faithbench seconds per image / Quantus seconds per image;
+  :mod:`faithbench.bench.perf.peers`; EfficientMPRT, SmoothMPRT, made to randomise faithbench's layers and draw its
+  noise, in :mod:`faithbench.bench.perf.randomised`), on the first ``n_quantus`` images (``n_images``), as Quantus
+  loops over samples in NumPy. Its per-sample values must agree with faithbench's (``agrees``, ``max_abs_diff``)
+  before the faithbench row gets ``ratio_to_quantus`` = faithbench seconds per image / Quantus seconds per image;
 * ``captum`` (``sensitivity_max``, ``infidelity``) and ``torchcam`` (``ClassificationMetric``: Average Drop and
   Increase in Confidence, whose batch means must agree) on every image, the same way (``ratio_to_captum``,
   ``ratio_to_torchcam``);
 * ``limit``: the physical limit of the faithbench row, the model work no implementation avoids, done the
   cheapest way: for a metric, the model alone under ``torch.no_grad`` on inputs of exactly the batch sizes
   the faithbench call used (recorded by a forward pre-hook); for a metric that explains again, the explaining
-  method's limit on what it explains (``continuity``: the images, then their translations); for a method, its own limit
-  (:mod:`faithbench.bench.perf.limits`: one forward + backward for the gradient methods, n_steps of them for
+  method's limit on what it explains (``continuity``: the images, then their translations; ``emprt``, ``smprt``: the
+  batch, or its noisy copies, on the trained model and on each randomised state, re-initialising the layers included;
+  ``adcc``: the forwards of the images and of the masked images, then the masked images explained); for a method, its
+  own limit (:mod:`faithbench.bench.perf.limits`: one forward + backward for the gradient methods, n_steps of them for
   IntegratedGradients, the backward to the layer for GradCAM, the rules' hooks for LRP, the forward passes
   of LIME and Shapley sampling). ``ratio_to_limit`` = faithbench seconds / limit seconds, pair by pair;
   ``status`` is ``ok``, or ``measurement error`` where its median is below 0.95 (no implementation does
   less than its limit: such a figure is the machine's noise, not a result).
 
-``model_calls`` / ``model_inputs``: calls of the model's top-level module in the last timed run, and the inputs
-they carried. ``peak_memory_mb``: ``torch.cuda.max_memory_allocated`` over the timed runs (model and
-inputs included); empty (NaN) on the CPU, where PyTorch keeps no allocator statistics.
+``model_calls`` / ``model_inputs``: calls of the model's top-level module (and of its deep copies: a randomisation
+test's randomised models) in the last timed run, and the inputs they carried. ``peak_memory_mb``:
+``torch.cuda.max_memory_allocated`` over the timed runs (model and inputs included); empty (NaN) on the CPU, where
+PyTorch keeps no allocator statistics.
 
 The cases and sizes are :mod:`faithbench.bench.perf.cases`; the rows :mod:`faithbench.bench.perf.rows`; the
 documentation's table :mod:`faithbench.bench.perf.markdown`.

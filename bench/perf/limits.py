@@ -23,7 +23,8 @@ the model's passes:
   calls' inputs, recorded by ``CallCounter`` in an untimed run) replayed under ``torch.no_grad``, as the
   metrics' limit. Segmentation, sampling, the surrogate fit and the Shapley bookkeeping are the method's own work.
 
-``LIMITS`` maps each method to its limit; :func:`method_limit` builds one.
+``LIMITS`` maps each method to its limit; :func:`method_limit` builds one, :func:`explained_limit` that of a metric
+which explains again (the method's limit on what it explains).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from torch import Tensor, nn
 
 from faithbench.attributions.base import AttributionMethod, module_by_name
 from faithbench.attributions.native import split_input_normalization
-from faithbench.bench.perf.timing import replay
+from faithbench.bench.perf.timing import Probe, replay
 from faithbench.models.adapter import ModelAdapter
 
 
@@ -188,3 +189,27 @@ def method_limit(work: Work) -> Limit | None:
     if build is None or (build is explanation_forward_backward and work.model.native_explainer is not None):
         return None
     return build(work)
+
+
+def explained_limit(
+    model: ModelAdapter,
+    method: AttributionMethod,
+    max_batch: int,
+    batches: tuple[tuple[Tensor, Tensor], ...],
+    first: Probe,
+) -> Limit | None:
+    """The limit of a metric that explains ``batches`` (inputs, targets) one after the other: the method's limit on
+    each in turn (a method whose limit replays its model calls: those of the metric's whole run (``first``), once)."""
+    if LIMITS.get(method.name) is forward_passes:
+        return method_limit(Work(model, method, *batches[0], max_batch, first.inputs))
+    parts = [method_limit(Work(model, method, x, t, max_batch, ())) for x, t in batches]
+    if any(p is None for p in parts):
+        return None
+    if len(parts) == 1:
+        return parts[0]
+
+    def run() -> None:
+        for part in parts:
+            part.run()
+
+    return Limit(run, f"{len(parts)} batches in turn: " + "; ".join(p.note for p in parts if p is not None))

@@ -20,7 +20,13 @@ agree before a ratio counts (the conventions of ``tests/metrics/test_continuity.
   (the model's activation) before and after the masking, against ``torchcam.metrics.ClassificationMetric`` on every
   image in one update, given faithbench's masks as its CAMs (precomputed, outside its time). torch-cam reports only
   the batch means, with ``Y + 1e-7`` as the drop's denominator: the agreement compares the means, faithbench's with
-  that 1e-7. Limit: the two model calls of each chunk (image, masked image) replayed.
+  that 1e-7. Limit: the two model calls of each chunk (image, masked image) replayed;
+* ``adcc`` (:func:`adcc_quantity`; no peer: torch-cam 0.5.0 and Quantus 0.6.0 define no ADCC): faithbench's ADCC with
+  its ``adcc_coherency`` and ``adcc_complexity`` in one unit (:func:`perf_unit`), the suite's path: the method's maps
+  of the images given (a suite's sample maps, outside the time), the mask multiplying the image (``space = "image"``,
+  the suite's default), the class's probability on the images and on the masked images, and the masked images
+  explained again for coherency. Limit: the no_grad forwards of the images and of the masked images, then the
+  method's limit on the masked images.
 """
 
 from __future__ import annotations
@@ -36,11 +42,22 @@ import torch
 from torch import Tensor, nn
 
 from faithbench.activations import to_probabilities
+from faithbench.bench.perf.limits import LIMITS, Limit, explained_limit, forward_passes
 from faithbench.bench.perf.perturbed import Peer
 from faithbench.bench.perf.quantus import PER_MAP
-from faithbench.metrics.cam_scores import drop_and_increase, positive_mask
+from faithbench.bench.perf.timing import Probe, replay
+from faithbench.metrics.cam_scores import (
+    CamScoreConfig,
+    drop_and_increase,
+    evaluate_adcc,
+    evaluate_coherency,
+    evaluate_complexity,
+    positive_mask,
+)
 from faithbench.metrics.continuity import continuity, fill_values, translate, translation_shifts
 from faithbench.metrics.sanity import map_similarity, other_classes
+from faithbench.metrics.spec import MetricResult, Unit
+from faithbench.models.adapter import ModelAdapter
 
 TORCHCAM_EPS = 1e-7  # torch-cam's drop divides by Y + 1e-7
 
@@ -220,3 +237,53 @@ def average_drop_quantity(
         peers.append(Peer("torchcam", theirs, b))
     note = "positive part over its max times the model input, the class's probability; torch-cam gets the masks"
     return ours, peers, means, note
+
+
+def perf_unit(
+    adapter: ModelAdapter,
+    method: Any,
+    images: Tensor,
+    inputs: Tensor,
+    targets: Tensor,
+    chunk_size: int,
+    cache: dict | None = None,
+) -> Unit:
+    """A fresh suite unit of the case's batch (sample ids 0..B-1, the targets as labels, ``chunk_size`` inputs per
+    call): its samples are ``inputs`` as given (not encoded again), nothing else is cached but ``cache`` (e.g. the
+    sample maps under ``("explanation", "samples")``), so every timed call does the metric's whole work."""
+    ids = torch.arange(inputs.shape[0])
+    return Unit(model=adapter, method=method, images=images, labels=targets, sample_ids=ids, batch_size=chunk_size,
+                device=inputs.device, max_batch=chunk_size, model_cache={"samples": (inputs, targets, ids)},
+                cache=dict(cache or {}))  # fmt: skip
+
+
+def adcc_quantity(
+    adapter: ModelAdapter, method: Any, images: Tensor, inputs: Tensor, targets: Tensor, maps: Tensor, chunk_size: int
+) -> tuple[Callable[[], tuple[MetricResult, MetricResult, MetricResult]], Callable[[Probe], Limit | None], str]:
+    """(faithbench's ADCC, coherency and complexity of ``method``'s ``maps`` of ``images`` (in [0, 1]; ``inputs``
+    their encoding) for ``targets``, its limit, a note)."""
+    cfg = CamScoreConfig()
+
+    def ours() -> tuple[MetricResult, MetricResult, MetricResult]:
+        unit = perf_unit(adapter, method, images, inputs, targets, chunk_size, {("explanation", "samples"): maps})
+        return evaluate_adcc(unit, cfg), evaluate_coherency(unit, cfg), evaluate_complexity(unit, cfg)
+
+    masked = adapter.encode(images * positive_mask(maps, tuple(images.shape[-2:]))[0])
+
+    def limit(first: Probe) -> Limit | None:
+        explained = explained_limit(adapter, method, chunk_size, ((masked, targets),), first)
+        if explained is None or LIMITS.get(method.name) is forward_passes:
+            return explained  # a limit that replays the run's model calls replays the forwards too
+        calls = [x[s : s + chunk_size] for x in (inputs, masked) for s in range(0, len(x), chunk_size)]
+        forwards = replay(adapter.module, calls)
+
+        def run() -> None:
+            forwards()
+            explained.run()
+
+        note = f"the images' and the masked images' forwards, no_grad; {explained.note} of the masked images"
+        return Limit(run, note)
+
+    note = ("with adcc_coherency and adcc_complexity (one unit); the method's maps given, their positive part over its "
+            "max times the image; no peer defines ADCC")  # fmt: skip
+    return ours, limit, note

@@ -17,10 +17,16 @@ from torch import Tensor, nn
 
 from faithbench.attributions import UnsupportedMethodError, get_method
 from faithbench.bench.perf.cases import PARTS, PerfCase, PerfSizes
-from faithbench.bench.perf.limits import LIMITS, Limit, Work, forward_passes, method_limit
-from faithbench.bench.perf.peers import average_drop_quantity, continuity_quantity, random_logit_quantity
+from faithbench.bench.perf.limits import Limit, Work, explained_limit, method_limit
+from faithbench.bench.perf.peers import (
+    adcc_quantity,
+    average_drop_quantity,
+    continuity_quantity,
+    random_logit_quantity,
+)
 from faithbench.bench.perf.perturbed import RobustQuantity, infidelity_quantity, robust_quantities
 from faithbench.bench.perf.quantus import agreement, paired_quantities
+from faithbench.bench.perf.randomised import randomisation_tests
 from faithbench.bench.perf.timing import (
     CallCounter,
     Probe,
@@ -32,6 +38,7 @@ from faithbench.bench.perf.timing import (
     replay,
 )
 from faithbench.metrics import comprehensiveness_sufficiency, pixel_deletion, pixel_insertion
+from faithbench.metrics.compactness import mst_compactness
 from faithbench.metrics.flipping import pixel_flipping
 from faithbench.metrics.road import road
 from faithbench.models.adapter import ModelAdapter
@@ -202,6 +209,8 @@ def _metric_rows(
     against = tuple(Against(p.fn, p.n_images, lambda o, t: agreement(*means(o, t)), p.peer) for p in peers)
     out.compare("metric", "average_drop", ours, b, note, replayed, peers=against)
     notes += [] if torchcam else [f"{case.model}: torch-cam is not installed: no torchcam rows"]
+    note = "pixel maps, percentile 80, k 20 (Quantus main's); no peer: MSTC is not in Quantus 0.6.0; no model work"
+    out.compare("metric", "mst_compactness", lambda: mst_compactness(maps).values, b, note, None)
     if quantus is None:
         return notes
     paired, skipped = paired_quantities(
@@ -231,7 +240,8 @@ def _robustness_rows(
     out: _Rows, adapter: ModelAdapter, images: Tensor, inputs: Tensor, maps: Tensor, targets: Tensor, quantus: Any
 ) -> list[str]:
     """The robustness family and infidelity (:mod:`faithbench.bench.perf.perturbed`), continuity and RandomLogit
-    (:mod:`faithbench.bench.perf.peers`); returns notes."""
+    (:mod:`faithbench.bench.perf.peers`), eMPRT and sMPRT (:mod:`faithbench.bench.perf.randomised`), ADCC; returns
+    notes."""
     sizes, b = out.sizes, inputs.shape[0]
     method = get_method(sizes.robust_method, **sizes.method_params.get(sizes.robust_method, {}))
     try:
@@ -262,8 +272,13 @@ def _robustness_rows(
         peers = tuple(
             Against(p.fn, p.n_images, lambda o, t, n=p.n_images: agreement(o[:n], t), p.peer) for p in e.peers
         )
-        limit = partial(_explain_limit, adapter, method, sizes.chunk_size, e.explains)
+        limit = partial(explained_limit, adapter, method, sizes.chunk_size, e.explains)
         out.compare("metric", e.what, e.faithbench, b, f"{sizes.robust_method}, {e.note}", limit, peers=peers)
+    for r in randomisation_tests(adapter, method, images, inputs, targets, robust_maps, sizes=sizes, quantus=quantus):
+        peers = tuple(Against(p.fn, p.n_images, lambda o, t, r=r: agreement(*r.pair(o, t)), p.peer) for p in r.peers)
+        out.compare("metric", r.what, r.faithbench, b, f"{sizes.robust_method}, {r.note}", r.limit, peers=peers)
+    ours, limit, note = adcc_quantity(adapter, method, images, inputs, targets, robust_maps, sizes.chunk_size)
+    out.compare("metric", "adcc", ours, b, f"{sizes.robust_method}, {note}", limit)
     ours, peers, _, note = infidelity_quantity(adapter.module, images, adapter.encode, maps, targets,
                                                n_perturbations=sizes.infidelity_perturbations, captum=captum,
                                                chunk_size=sizes.chunk_size)  # fmt: skip
@@ -271,26 +286,6 @@ def _robustness_rows(
     out.compare("metric", "infidelity", ours, b, note, lambda first: Limit(replay(adapter.module, first.inputs),
                 METRIC_LIMIT), peers=against)  # fmt: skip
     return [] if captum else [f"{out.case.model}: captum is not installed: no captum rows"]
-
-
-def _explain_limit(
-    adapter: ModelAdapter, method: Any, chunk_size: int, batches: tuple[tuple[Tensor, Tensor], ...], first: Probe
-) -> Limit | None:
-    """The limit of a metric that explains ``batches`` (inputs, targets) one after the other: the method's limit on
-    each in turn (a method whose limit replays its model calls: those of the whole run, once)."""
-    if LIMITS.get(method.name) is forward_passes:
-        return method_limit(Work(adapter, method, *batches[0], chunk_size, first.inputs))
-    parts = [method_limit(Work(adapter, method, x, t, chunk_size, ())) for x, t in batches]
-    if any(p is None for p in parts):
-        return None
-    if len(parts) == 1:
-        return parts[0]
-
-    def run() -> None:
-        for part in parts:
-            part.run()
-
-    return Limit(run, f"{len(parts)} batches in turn: " + "; ".join(p.note for p in parts if p is not None))
 
 
 def _fractions(sizes: PerfSizes) -> dict[str, Any]:

@@ -80,8 +80,9 @@ def pair_ratio(a: Side, b: Side, scale: float = 1.0) -> Ratio:
 
 
 class CallCounter:
-    """Records the batch size of every call of ``module`` (a forward pre-hook) until ``close``; while ``keep`` is
-    set, also a copy of every call's input (:func:`probe`)."""
+    """Records the batch size of every call of ``module`` (a forward pre-hook) until ``close``, and of every call of
+    a deep copy of it (the hook is copied with the module, the counter is not); while ``keep`` is set, also a copy of
+    every call's input (:func:`probe`)."""
 
     def __init__(self, module: nn.Module) -> None:
         self.sizes: list[int] = []
@@ -94,6 +95,10 @@ class CallCounter:
         self.sizes.append(1 if first is None or first.dim() == 0 else int(first.shape[0]))
         if self.keep and first is not None:
             self.inputs.append(first.detach().clone())
+
+    def __deepcopy__(self, memo: dict) -> CallCounter:
+        """A deep copy of the module (a randomisation test's randomised copy) keeps this counter: its calls count."""
+        return self
 
     def close(self) -> None:
         self._handle.remove()

@@ -38,6 +38,8 @@ TINY = PerfSizes(
     n_quantus=2,
     chunk_size=8,
     continuity_steps=4,  # shifts of 48 px: -24, 24, 48 (0 left out); of 28 px: -14, 14, 28
+    smprt_depths=2,
+    smprt_noisy=2,
     method_params={
         "integrated_gradients": {"n_steps": 2},
         "lime": {"n_samples": 4},
@@ -97,9 +99,10 @@ def test_every_ratio_to_a_limit_has_a_spread_and_a_status(tiny):
     table = tiny[0].table
     ours = table[table["implementation"] == "faithbench"]
     with_limit = ours[ours["ratio_to_limit"].notna()]
-    # the 9 model-based metrics (consistency and average_drop among them) and the 7 rows that explain again or
-    # perturb (the robustness family, infidelity, continuity, random_logit) of both models, the methods
-    assert len(with_limit) == 2 * (9 + 7) + 2 + len(BCOS_METHODS)
+    # the 9 model-based metrics (consistency and average_drop among them) and the 10 rows that explain again or
+    # perturb (the robustness family, infidelity, continuity, random_logit, emprt, smprt, adcc) of both models, the
+    # methods
+    assert len(with_limit) == 2 * (9 + 10) + 2 + len(BCOS_METHODS)
     low, mid, high = (with_limit[f"ratio_to_limit{e}"] for e in ("_min", "", "_max"))
     assert ((low <= mid) & (mid <= high) & (low > 0)).all()
     assert set(with_limit["status"]) <= {"ok", "measurement error"}
@@ -126,6 +129,8 @@ def test_faithbench_and_quantus_agree_on_every_quantus_row(tiny):
         "relative_input_stability",
         "continuity",
         "random_logit",
+        "emprt",
+        "smprt",
     }
     assert per_model == {"resnet18": paired, "bcos_cnn_mnist": paired}
     assert quantus["agrees"].astype(bool).all() and (quantus["n_images"] == 2).all()
@@ -197,10 +202,93 @@ def test_the_peers_agree_only_on_the_same_numbers():
     assert not agreement(elsewhere, q.peers[0].fn())[0]
 
 
+def test_the_randomisation_tests_agree_with_quantus_only_on_the_same_layers_and_draws():
+    """eMPRT and sMPRT agree with Quantus' EfficientMPRT and SmoothMPRT made to randomise faithbench's layers (and to
+    draw its noise); faithbench's cascade of another seed (other weights; for sMPRT other draws too) disagrees with
+    them, and Quantus is itself again after each call (its layer generator and its length, ``quantus.explain``,
+    ``np.random.randn``)."""
+    from quantus.helpers.model.pytorch_model import PyTorchModel
+
+    from faithbench.bench.perf.randomised import emprt_quantity, smprt_quantity
+
+    quantus = pytest.importorskip("quantus")
+    model, method = build_model("bcos_cnn_mnist", CPU, 0), get_method("input_x_gradient")
+    images = torch.rand(3, model.encoding.image_channels, 28, 28, generator=torch.Generator().manual_seed(0))
+    inputs = model.encode(images)
+    targets = model.predict_logits(images, batch_size=4, device=CPU).argmax(dim=1)
+    maps = method.attribute(model, inputs, targets, max_batch=4)
+    sizes = replace(TINY, n_quantus=3, chunk_size=4, smprt_noisy=3)
+    patched = (PyTorchModel.get_random_layer_generator, vars(PyTorchModel)["random_layer_generator_length"],
+               quantus.explain, np.random.randn)  # fmt: skip
+
+    def emprt(seed):
+        return emprt_quantity(model, method, images, inputs, targets, maps, sizes=sizes, quantus=quantus, seed=seed)
+
+    def smprt(seed):
+        return smprt_quantity(model, method, images, inputs, targets, sizes=sizes, quantus=quantus, seed=seed)
+
+    for build in (emprt, smprt):
+        same = build(0)
+        theirs = same.peers[0].fn()
+        now = (PyTorchModel.get_random_layer_generator, vars(PyTorchModel)["random_layer_generator_length"],
+               quantus.explain, np.random.randn)  # fmt: skip
+        assert all(a is b for a, b in zip(now, patched, strict=True))
+        ours, quantus_values = same.pair(same.faithbench(), theirs)
+        assert agreement(ours, quantus_values)[0] and ours.shape[0] == 3
+        assert not agreement(*same.pair(build(1).faithbench(), theirs))[0]
+    assert quantus_values.shape == (3, 3) and np.allclose(quantus_values[:, 0], 1.0)  # sMPRT: "original", 2 points
+    assert (quantus_values[:, 1:] < 0.9).all()  # the randomised models' maps are other maps
+
+
+def test_the_randomisation_and_adcc_limits_make_their_rows_model_calls_and_draw_the_weights(tiny, monkeypatch):
+    """eMPRT: the 4 images explained on the trained and the fully randomised model (one call each); sMPRT: their 2
+    noisy copies (8 inputs) on the trained model and at 2 cascade points; ADCC: the forwards of the images and of the
+    masked images, and the masked images explained. The cascade's limit re-initialises every layer of its copy, point
+    by point, in each run, and leaves the trained model as it was."""
+    from faithbench.bench.perf import randomised
+
+    limits = tiny[0].table[tiny[0].table["implementation"] == "limit"]
+    calls = {(r.what, r.model): (r.model_calls, r.model_inputs) for r in limits.itertuples()}
+    for name in ("resnet18", "bcos_cnn_mnist"):
+        assert calls["emprt", name] == (2, 8) and calls["smprt", name] == (3, 24) and calls["adcc", name] == (3, 12)
+    notes = limits.set_index(["what", "model"])["note"]
+    assert "then 1 randomised state(s) (41 layers re-initialised in place, default" in notes["emprt", "resnet18"]
+    assert "then 2 randomised state(s) (11 layers" in notes["smprt", "bcos_cnn_mnist"]
+    assert notes["adcc", "resnet18"].startswith("the images' and the masked images' forwards, no_grad; one forward")
+
+    drawn = []
+    real = randomised.randomise_layer
+    monkeypatch.setattr(randomised, "randomise_layer", lambda layer, *a: drawn.append(layer) or real(layer, *a))
+    model, method = build_model("bcos_cnn_mnist", CPU, 0), get_method("input_x_gradient")
+    inputs, targets = model.encode(torch.rand(2, 1, 28, 28)), torch.tensor([1, 2])
+    points = randomised.cascade_points(model.module, 2)
+    assert [len(p) for p in points] == [6, 5] and points[0][0] == randomised.parameter_layers(model.module)[-1][0]
+    trained = {k: v.clone() for k, v in model.module.state_dict().items()}
+    limit = randomised.cascade_limit(model, method, 4, (inputs, targets), points, "default", 0, None)
+    limit.run()
+    limit.run()
+    assert len(drawn) == 2 * 11 and len({id(layer) for layer in drawn}) == 11
+    assert all(torch.equal(v, model.module.state_dict()[k]) for k, v in trained.items())
+    assert not any(layer is m for layer in drawn for _, m in randomised.parameter_layers(model.module))
+
+
+def test_mst_compactness_is_timed_alone_without_model_work_or_a_peer(tiny):
+    """MST compactness asks no model and has no peer in Quantus 0.6.0 (MSTC is in Quantus main only): a faithbench row
+    alone, without a limit or a ratio; ADCC, which no peer defines either, has its limit alone."""
+    table = tiny[0].table
+    mst = table[table["what"] == "mst_compactness"]
+    assert list(mst["implementation"]) == ["faithbench"] * 2 and set(mst["model"]) == {"resnet18", "bcos_cnn_mnist"}
+    assert (mst["model_calls"] == 0).all() and mst["ratio_to_limit"].isna().all() and (mst["status"] == "").all()
+    assert mst["note"].str.contains("no peer: MSTC is not in Quantus 0.6.0; no model work").all()
+    assert (mst["images_per_s"] > 0).all() and mst["ratio_to_quantus"].isna().all()
+    adcc = table[table["what"] == "adcc"]
+    assert sorted(adcc["implementation"]) == ["faithbench", "faithbench", "limit", "limit"]
+
+
 def test_every_limit_makes_the_same_model_calls_as_its_row(tiny):
     table = tiny[0].table
     limits = table[table["implementation"] == "limit"]
-    assert len(limits) == 2 * (9 + 7) + 2 + len(BCOS_METHODS)
+    assert len(limits) == 2 * (9 + 10) + 2 + len(BCOS_METHODS)
     for _, limit in limits.iterrows():
         ours = table[
             (table["implementation"] == "faithbench")
@@ -357,9 +445,9 @@ def test_a_disagreeing_pair_gets_no_ratio(monkeypatch):
     case = PerfCase("bcos_cnn_mnist", 28, 2, 4, ())
     table = run_perf("cpu", cases=[case], sizes=TINY).table
     paired = table[table["agrees"].notna()]
-    # 7 Quantus pairs, 6 quantities that explain again with Quantus (4 robustness, continuity, random_logit), captum's
-    # sensitivity_max (1 more row) and infidelity, torch-cam's average_drop (2 rows each)
-    assert len(paired) == 2 * 7 + 2 * 6 + 1 + 2 + 2 and not paired["agrees"].astype(bool).any()
+    # 7 Quantus pairs, 8 quantities that explain again with Quantus (4 robustness, continuity, random_logit, emprt,
+    # smprt), captum's sensitivity_max (1 more row) and infidelity, torch-cam's average_drop (2 rows each)
+    assert len(paired) == 2 * 7 + 2 * 8 + 1 + 2 + 2 and not paired["agrees"].astype(bool).any()
     assert paired["ratio_to_quantus"].isna().all() and paired["ratio_to_captum"].isna().all()
     assert paired["ratio_to_torchcam"].isna().all()
 
@@ -421,15 +509,17 @@ def test_the_command_line_says_which_ratios_are_measurement_errors(tmp_path, mon
     assert "measurement error: gradient on bcos_cnn_mnist: 0.5x its limit (pairs 0.5-0.5) is below 0.95" in out
     table = pd.read_csv(tmp_path / "perf.csv")
     ours = table[table["implementation"] == "faithbench"]
-    assert (ours["status"] == "measurement error").all() and (ours["ratio_to_limit"] == 0.5).all()
+    timed = ours[ours["what"] != "mst_compactness"]  # the one row without a limit: it asks no model
+    assert (timed["status"] == "measurement error").all() and (timed["ratio_to_limit"] == 0.5).all()
+    assert ours.loc[ours["what"] == "mst_compactness", "ratio_to_limit"].isna().all()
     errors = json.loads((tmp_path / "perf.json").read_text())["errors"]
-    assert len(errors) == len(ours) and any(e.startswith("pixel_deletion on bcos") for e in errors)
+    assert len(errors) == len(timed) and any(e.startswith("pixel_deletion on bcos") for e in errors)
 
 
 def test_only_some_parts_and_a_case_from_the_command_line(tmp_path):
-    """``--only robustness`` times the robustness family, infidelity, continuity and RandomLogit alone; ``--case
-    MODEL:PX:BATCH`` names a case (the default case's methods for a known model); both refuse what they do not know,
-    naming the valid choices."""
+    """``--only robustness`` times the robustness family, infidelity, continuity, RandomLogit, eMPRT, sMPRT and ADCC
+    alone (the metrics that explain again); ``--case MODEL:PX:BATCH`` names a case (the default case's methods for a
+    known model); both refuse what they do not know, naming the valid choices."""
     from faithbench.bench.perf.cases import parse_case
 
     case = parse_case("bcos_cnn_mnist:28:2")
@@ -443,5 +533,5 @@ def test_only_some_parts_and_a_case_from_the_command_line(tmp_path):
                    only=["robustness"], out=tmp_path)  # fmt: skip
     ours = run.table[run.table["implementation"] == "faithbench"]
     assert set(ours["what"]) == {"max_sensitivity", "avg_sensitivity", "local_lipschitz", "relative_input_stability",
-                                 "infidelity", "continuity", "random_logit"}  # fmt: skip
+                                 "infidelity", "continuity", "random_logit", "emprt", "smprt", "adcc"}  # fmt: skip
     assert json.loads((tmp_path / "perf.json").read_text())["parts"] == ["robustness"]
