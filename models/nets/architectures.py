@@ -11,6 +11,7 @@ import torch
 from bcos.models.vit import SimpleViT
 from bcos.modules import BcosConv2d, BcosLinear, LogitLayer
 from bcos.modules.norms import BatchNormUncentered2d, DetachableLayerNorm, NoBias
+from bcos.modules.norms.centered_norms import DetachableGNLayerNorm2d
 from torch import Tensor, nn
 
 from faithbench.models.nets.vit_heads import TokenClassifierViT
@@ -150,13 +151,23 @@ def bcos_digit_cnn(in_channels: int = 2, num_classes: int = 10, *, b: float = 2,
     )
 
 
-def _digit_simple_vit(channels: int, num_classes: int, depth: int, dim: int, **layers: object) -> SimpleViT:
-    """SimpleViT with the digit geometry (28 px, 7 x 7 patches, 4 heads, MLP 2 x dim) and the given layers."""
+def _digit_simple_vit(
+    channels: int,
+    num_classes: int,
+    depth: int,
+    dim: int,
+    *,
+    image_size: int = 28,
+    patch_size: int = 7,
+    **layers: object,
+) -> SimpleViT:
+    """SimpleViT with the digit geometry (28 px, 7 x 7 patches, 4 heads, MLP 2 x dim) and the given layers; a conv
+    stem's ``image_size`` / ``patch_size`` are those of the map it hands the transformer."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SimpleViT warns when not built through bcos' hub entry points
         return SimpleViT(
-            image_size=28,
-            patch_size=7,
+            image_size=image_size,
+            patch_size=patch_size,
             num_classes=num_classes,
             dim=dim,
             depth=depth,
@@ -196,6 +207,42 @@ def bcos_digit_vit(
         linear_layer=partial(BcosLinear, b=2, max_out=1),
         norm_layer=NoBias(DetachableLayerNorm),
         act_layer=nn.Identity,
+    )
+    body = TokenClassifierViT(vit) if classifier_before_pooling else vit
+    return nn.Sequential(body, LogitLayer(logit_bias=-math.log(num_classes - 1)))
+
+
+def bcos_digit_vitc(
+    channels: int = 2,
+    num_classes: int = 10,
+    *,
+    depth: int = 5,
+    dim: int = 64,
+    stem: tuple[int, ...] = (16, 32, 64),
+    classifier_before_pooling: bool = True,
+) -> nn.Sequential:
+    """A B-cos ViT_C as TPAMI Tab. 4's (the ``bcos`` package's ``vitc_*`` B-cos config, after Xiao et al.'s early
+    convolutions): :func:`bcos_digit_vit` with its 7 x 7 patch projection replaced by a stem of 3 x 3 B-cos
+    convolutions (B = 2, stride 2 where the width grows, bias-free detachable group-LayerNorm, no activation; 28 ->
+    14 -> 7 -> 4 px) and a 1 x 1 projection, so the transformer sees the same 4 x 4 tokens; one block fewer
+    (``depth`` 5 against 6), as the package's ViT_C models have, to account for the stem."""
+    bcos_args = {"b": 2, "max_out": 1}
+    side = 28
+    for _ in stem:  # every stem layer here widens, so halves the map (3 x 3, stride 2, padding 1)
+        side = (side - 1) // 2 + 1
+    vit = _digit_simple_vit(
+        channels,
+        num_classes,
+        depth,
+        dim,
+        image_size=side,
+        patch_size=1,
+        linear_layer=partial(BcosLinear, **bcos_args),
+        conv2d_layer=partial(BcosConv2d, **bcos_args),
+        norm_layer=NoBias(DetachableLayerNorm),
+        norm2d_layer=NoBias(DetachableGNLayerNorm2d),
+        act_layer=nn.Identity,
+        conv_stem=list(stem),
     )
     body = TokenClassifierViT(vit) if classifier_before_pooling else vit
     return nn.Sequential(body, LogitLayer(logit_bias=-math.log(num_classes - 1)))

@@ -7,7 +7,14 @@ from dataclasses import asdict
 from functools import partial
 
 from faithbench.models.nets.aloe import AlignmentConfig
-from faithbench.models.nets.architectures import ConvDigitNet, GapDigitNet, bcos_digit_vit, ccexam_mnist_cnn, digit_vit
+from faithbench.models.nets.architectures import (
+    ConvDigitNet,
+    GapDigitNet,
+    bcos_digit_vit,
+    bcos_digit_vitc,
+    ccexam_mnist_cnn,
+    digit_vit,
+)
 from faithbench.models.zoo.builds import derived_recipe
 from faithbench.models.zoo.recipes import (
     BCE_LOGIT_BIAS,
@@ -79,8 +86,17 @@ def gap_bed(tag: str, dataset: str, *, bias_ablation: bool = False) -> tuple[Rec
     )
 
 
-# The test bed of issue 11 on the digits (bench/suites/bcos-ablation.toml) and the ViT comparisons (B-cos ViT from
-# scratch, TPAMI Tab. 4; plain B-cosified ViT, ALOE's baseline).
+# The B-cos ViTs' training (TPAMI Tab. 4): with and without the convolutional stem, one recipe.
+BCOS_VIT_TRAINING = {
+    "epochs": 15,
+    "lr": 1e-3,
+    "seed": 0,
+    "shift": 2,
+    "target_encoding": "uniform",
+    "classifier_before_pooling": True,
+}
+# The test bed of issue 11 on the digits (bench/suites/bcos-ablation.toml) and the ViT comparisons (B-cos ViT and
+# ViT_C from scratch, TPAMI Tab. 4, bench/suites/vit-stem.toml; plain B-cosified ViT, ALOE's baseline).
 TEST_BED = (
     *gap_bed("mnist", "mnist", bias_ablation=True),
     from_scratch(
@@ -90,14 +106,17 @@ TEST_BED = (
         "vit_mnist's geometry; every token classified, then the mean) trained from scratch 15 epochs with BCE "
         "(non-target classes at 1/C)",
         bcos_digit_vit,
-        params={
-            "epochs": 15,
-            "lr": 1e-3,
-            "seed": 0,
-            "shift": 2,
-            "target_encoding": "uniform",
-            "classifier_before_pooling": True,
-        },
+        params=BCOS_VIT_TRAINING,
+        is_vit=True,
+    ),
+    from_scratch(
+        "bcos_vitc_mnist",
+        "bcos",
+        "B-cos ViT_C (bcos_vit_mnist with a convolutional stem: three 3 x 3 B-cos convolutions, stride 2, bias-free "
+        "group LayerNorm, then a 1 x 1 projection to the same 4 x 4 tokens; 5 blocks instead of 6, as TPAMI's ViT_C) "
+        "trained from scratch by bcos_vit_mnist's recipe",
+        bcos_digit_vitc,
+        params=BCOS_VIT_TRAINING,
         is_vit=True,
     ),
     bcosified(

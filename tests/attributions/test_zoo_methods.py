@@ -52,6 +52,7 @@ _TEST_BED_REFUSALS = {
         "attention_rollout",
     ),  # as bcos_cnn_mnist
     "bcos_vit_mnist": ("native_normalised", "guided_backprop", "deeplift", "gradcam", "lrp"),
+    "bcos_vitc_mnist": ("native_normalised", "guided_backprop", "deeplift", "gradcam", "lrp"),  # its stem as well
     "bcosified_vit_mnist": ("guided_backprop", "deeplift", "gradcam", "lrp"),
 }
 # The animal-mnist models are their digit twins' recipes on other data: they refuse the same.

@@ -13,7 +13,13 @@ from faithbench.models import zoo
 from faithbench.models.bcosify import bcosify
 from faithbench.models.data.mnist import MNIST_MEAN, MNIST_STD, Split
 from faithbench.models.encoding import bcos_inverse, normalized
-from faithbench.models.nets.architectures import GapDigitNet, bcos_digit_cnn, bcos_digit_vit, bcos_gap_cnn
+from faithbench.models.nets.architectures import (
+    GapDigitNet,
+    bcos_digit_cnn,
+    bcos_digit_vit,
+    bcos_digit_vitc,
+    bcos_gap_cnn,
+)
 from faithbench.models.zoo.entries import RECIPES
 from faithbench.models.zoo.recipes import bcos_cnn, bcosified
 from faithbench.models.zoo.training import accuracy, random_placement, train_classifier
@@ -68,6 +74,34 @@ def test_bcos_vit_is_the_tpami_config_and_complete_counting_the_positional_embed
     gx, gpe = torch.autograd.grad(logit, [x, pe.value])
     total = (x * gx).sum() + (pe.value * gpe).sum()
     torch.testing.assert_close(total, (logit + math.log(9)).detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_bcos_vitc_is_the_vit_with_a_bcos_conv_stem_and_complete_counting_the_positional_embedding():
+    torch.manual_seed(0)
+    model = bcos_digit_vitc(depth=2, dim=32, stem=(8, 16, 32)).eval()
+    vit = model[0].vit
+    stem = [m for m in vit.to_patch_embedding.conv_stem if isinstance(m, BcosConv2d)]
+    assert [(m.linear.out_channels, m.linear.stride, m.b) for m in stem] == [
+        (8, (2, 2), 2),
+        (16, (2, 2), 2),
+        (32, (2, 2), 2),
+    ]
+    assert not [n for n, p in model.named_parameters() if n.endswith("bias")]
+    x = bcos_inverse(1)(images(2)).requires_grad_(True)
+    assert vit.to_patch_embedding(x).shape == (2, 4, 4, 32)  # the ViT's 4 x 4 tokens, through 3 stride-2 convs
+    pe = _LeafPositionalEmbedding(vit.positional_embedding)
+    vit.positional_embedding = pe
+    with explanation_mode(model):
+        logit = model(x)[1, 6]
+    gx, gpe = torch.autograd.grad(logit, [x, pe.value])
+    total = (x * gx).sum() + (pe.value * gpe).sum()
+    torch.testing.assert_close(total, (logit + math.log(9)).detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_the_vit_stem_recipes_differ_only_in_the_architecture():
+    vit, vitc = RECIPES.get("bcos_vit_mnist"), RECIPES.get("bcos_vitc_mnist")
+    assert vit.params == vitc.params and vit.family == vitc.family == "bcos" and vitc.is_vit
+    assert zoo.recipe_hash("bcos_vit_mnist") != zoo.recipe_hash("bcos_vitc_mnist")
 
 
 def test_random_placement_keeps_every_pixel_on_a_black_canvas():

@@ -33,6 +33,7 @@ MIN_ACCURACY = {
     "bcos_gap_cnn_mnist_b2_5": 0.9,
     "bcos_gap_cnn_mnist": 0.93,
     "bcos_vit_mnist": 0.9,
+    "bcos_vitc_mnist": 0.9,
     "bcosified_vit_mnist": 0.9,
     "cnn_gap_animal": 0.9,  # animal-mnist: below MNIST's ceiling
     "bcosified_cnn_gap_animal": 0.9,
@@ -113,6 +114,7 @@ COMPLETE = [  # every bias-free B-cos family and architecture of the zoo
     "bcos_gap_cnn_mnist_b2",
     "bcos_gap_cnn_mnist",
     "bcos_vit_mnist",
+    "bcos_vitc_mnist",
     "bcosified_vit_mnist",
 ]
 
