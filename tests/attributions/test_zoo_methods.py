@@ -43,7 +43,7 @@ _TEST_BED_REFUSALS = {
     "bcosified_cnn_gap_mnist_bias": ("attention_rollout",),
     **{
         f"bcos_gap_cnn_mnist_b{b}": ("native_normalised", "guided_backprop", "deeplift", "lrp", "attention_rollout")
-        for b in ("1", "1_5", "2", "2_5")
+        for b in ("1", "1_25", "1_5", "2", "2_5")
     },  # no ReLU, no InputNormalization; zennit has no rule for MaxOut
     "bcos_gap_cnn_mnist": (
         "native_normalised",

@@ -30,7 +30,8 @@ def test_vision_suite_compares_the_vits_and_the_gap_cnns():
     } <= models
 
 
-def test_vit_stem_suite_pairs_each_builds_vit_and_vitc():
-    suite = load_suite("vit-stem")
-    assert set(suite.models) == {f"{m}{b}" for m in ("bcos_vit_mnist", "bcos_vitc_mnist") for b in ("", "@2", "@3")}
+def test_the_vit_suite_pairs_each_builds_standard_vit_bcos_vit_and_vitc():
+    suite = load_suite("bcos-vit")
+    names = ("vit_mnist", "bcos_vit_mnist", "bcos_vitc_mnist")
+    assert set(suite.models) == {f"{m}{b}" for m in names for b in ("", "@2", "@3")}
     assert suite.builds == 3 and _config(suite, "gridpg").pairing == "shared-by-build"
