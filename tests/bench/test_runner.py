@@ -72,7 +72,7 @@ def test_shipped_suites_load_and_validate():
 def test_suite_errors_name_the_valid_choices(tmp_path):
     with pytest.raises(
         ValueError,
-        match="unknown suite 'cifar'; valid suites: animal-ablation, bcos-ablation, bcos-posthoc, imagenet, "
+        match="unknown suite 'cifar'; valid suites: animal-ablation, bcos-ablation, bcos-posthoc, bcos-vit, imagenet, "
         "imagenet-random, in-domain, smoke, smoke-text, stability, text, text-b-sweep, text-gpu, text-hf, text-topic, "
         "truth, truth-text, vi",
     ):
