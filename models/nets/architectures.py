@@ -192,21 +192,39 @@ def bcos_digit_vit(
     *,
     depth: int = 6,
     dim: int = 64,
+    stem: tuple[int, ...] = (),
     classifier_before_pooling: bool = True,
 ) -> nn.Sequential:
     """A B-cos ViT as TPAMI's (the ``bcos`` package's ImageNet ``vit_final`` B-cos config): SimpleViT
     on the [x, 1 - x] input with B-cos linear layers (B = 2), bias-free detachable LayerNorm, no MLP
     activation, plain q/k/v, and the logit bias -log(C - 1); the geometry of :func:`digit_vit`.
+    ``stem``: the widths of a convolutional stem in place of the 7 x 7 patch projection (the package's ViT_C: 3 x 3
+    B-cos convolutions, stride 2 where the width grows, bias-free detachable group-LayerNorm, no activation, then a
+    1 x 1 projection); empty: none.
     ``classifier_before_pooling``: the head classifies every token, then the tokens are averaged
     (:class:`~faithbench.models.nets.vit_heads.TokenClassifierViT`); otherwise SimpleViT's mean, then the head."""
+    bcos_args = {"b": 2, "max_out": 1}
+    geometry: dict[str, object] = {}
+    if stem:
+        side = 28
+        for _ in stem:  # every stem layer here widens, so halves the map (3 x 3, stride 2, padding 1)
+            side = (side - 1) // 2 + 1
+        geometry = {
+            "image_size": side,
+            "patch_size": 1,
+            "conv_stem": list(stem),
+            "conv2d_layer": partial(BcosConv2d, **bcos_args),
+            "norm2d_layer": NoBias(DetachableGNLayerNorm2d),
+        }
     vit = _digit_simple_vit(
         channels,
         num_classes,
         depth,
         dim,
-        linear_layer=partial(BcosLinear, b=2, max_out=1),
+        linear_layer=partial(BcosLinear, **bcos_args),
         norm_layer=NoBias(DetachableLayerNorm),
         act_layer=nn.Identity,
+        **geometry,
     )
     body = TokenClassifierViT(vit) if classifier_before_pooling else vit
     return nn.Sequential(body, LogitLayer(logit_bias=-math.log(num_classes - 1)))
@@ -222,27 +240,9 @@ def bcos_digit_vitc(
     classifier_before_pooling: bool = True,
 ) -> nn.Sequential:
     """A B-cos ViT_C as TPAMI Tab. 4's (the ``bcos`` package's ``vitc_*`` B-cos config, after Xiao et al.'s early
-    convolutions): :func:`bcos_digit_vit` with its 7 x 7 patch projection replaced by a stem of 3 x 3 B-cos
-    convolutions (B = 2, stride 2 where the width grows, bias-free detachable group-LayerNorm, no activation; 28 ->
-    14 -> 7 -> 4 px) and a 1 x 1 projection, so the transformer sees the same 4 x 4 tokens; one block fewer
-    (``depth`` 5 against 6), as the package's ViT_C models have, to account for the stem."""
-    bcos_args = {"b": 2, "max_out": 1}
-    side = 28
-    for _ in stem:  # every stem layer here widens, so halves the map (3 x 3, stride 2, padding 1)
-        side = (side - 1) // 2 + 1
-    vit = _digit_simple_vit(
-        channels,
-        num_classes,
-        depth,
-        dim,
-        image_size=side,
-        patch_size=1,
-        linear_layer=partial(BcosLinear, **bcos_args),
-        conv2d_layer=partial(BcosConv2d, **bcos_args),
-        norm_layer=NoBias(DetachableLayerNorm),
-        norm2d_layer=NoBias(DetachableGNLayerNorm2d),
-        act_layer=nn.Identity,
-        conv_stem=list(stem),
+    convolutions): :func:`bcos_digit_vit` with a stem of three 3 x 3 B-cos convolutions (28 -> 14 -> 7 -> 4 px) in
+    place of its 7 x 7 patch projection, so the transformer sees the same 4 x 4 tokens; one block fewer (``depth`` 5
+    against 6), as the package's ViT_C models have, to account for the stem."""
+    return bcos_digit_vit(
+        channels, num_classes, depth=depth, dim=dim, stem=stem, classifier_before_pooling=classifier_before_pooling
     )
-    body = TokenClassifierViT(vit) if classifier_before_pooling else vit
-    return nn.Sequential(body, LogitLayer(logit_bias=-math.log(num_classes - 1)))

@@ -66,13 +66,19 @@ def test_bcos_vit_is_the_tpami_config_and_complete_counting_the_positional_embed
     assert all(m.b == 2 for m in model.modules() if isinstance(m, BcosLinear))
     assert not [n for n, p in model.named_parameters() if n.endswith("bias")]
     assert model[1].logit_bias == pytest.approx(-math.log(9))
-    pe = _LeafPositionalEmbedding(model[0].vit.positional_embedding)  # every token classified, then the mean
-    model[0].vit.positional_embedding = pe
-    x = bcos_inverse(1)(images(1)).requires_grad_(True)
+    _assert_complete_with_positions(model, bcos_inverse(1)(images(1)), sample=0, target=4)
+
+
+def _assert_complete_with_positions(model, x, sample, target):
+    """W(x)x of a token-classifying B-cos ViT plus its positional embedding's contribution is the logit minus bias."""
+    vit = model[0].vit  # every token classified, then the mean
+    pe = _LeafPositionalEmbedding(vit.positional_embedding)
+    vit.positional_embedding = pe
+    x = x.requires_grad_(True)
     with explanation_mode(model):
-        logit = model(x)[0, 4]
+        logit = model(x)[sample, target]
     gx, gpe = torch.autograd.grad(logit, [x, pe.value])
-    total = (x * gx).sum() + (pe.value * gpe).sum()
+    total = (x[sample] * gx[sample]).sum() + (pe.value * gpe).sum()
     torch.testing.assert_close(total, (logit + math.log(9)).detach(), rtol=1e-4, atol=1e-5)
 
 
@@ -87,15 +93,9 @@ def test_bcos_vitc_is_the_vit_with_a_bcos_conv_stem_and_complete_counting_the_po
         (32, (2, 2), 2),
     ]
     assert not [n for n, p in model.named_parameters() if n.endswith("bias")]
-    x = bcos_inverse(1)(images(2)).requires_grad_(True)
+    x = bcos_inverse(1)(images(2))
     assert vit.to_patch_embedding(x).shape == (2, 4, 4, 32)  # the ViT's 4 x 4 tokens, through 3 stride-2 convs
-    pe = _LeafPositionalEmbedding(vit.positional_embedding)
-    vit.positional_embedding = pe
-    with explanation_mode(model):
-        logit = model(x)[1, 6]
-    gx, gpe = torch.autograd.grad(logit, [x, pe.value])
-    total = (x * gx).sum() + (pe.value * gpe).sum()
-    torch.testing.assert_close(total, (logit + math.log(9)).detach(), rtol=1e-4, atol=1e-5)
+    _assert_complete_with_positions(model, x, sample=1, target=6)
 
 
 def test_the_vit_stem_recipes_differ_only_in_the_architecture():
