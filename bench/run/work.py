@@ -42,7 +42,7 @@ Pair = tuple[str, str]  # (model, job)
 # results behind it (paired accuracy differences) and, for the builds that log them, its training budget and
 # accuracy by epoch; the papers' accuracy and training-cost claims are decided from these.
 MODEL_INFO = (
-    *("source", "test_accuracy", "n_test", "test_correct"),
+    *("source", "test_accuracy", "n_test", "test_correct", "test_predicted_classes"),
     *("epochs_run", "kept_epoch", "kept_check", "steps_to_best_validation"),
     *("accuracy_before_finetuning", "test_accuracy_by_epoch"),
 )

@@ -98,11 +98,20 @@ def _linear(steps: int, warm: int) -> Callable[[int], float]:
 class Plateau:
     """Stops fine-tuning (as ``after_epoch`` of :func:`train_text_classifier`) when held-out accuracy plateaus:
     after an epoch whose validation accuracy is not ``min_delta`` above the best so far, ``patience`` times in a
-    row; the best epoch's weights are kept. ``accuracy(model, split)`` reads the ``validation`` and ``test``
-    splits; the test split is logged per epoch for the report, never consulted for the decision."""
+    row; the best epoch's weights are kept. Until the best is ``min_delta`` above ``floor`` (the majority-class rate:
+    a model that still predicts one class has not begun to learn, it has not plateaued) no epoch counts.
+    ``accuracy(model, split)`` reads the ``validation`` and ``test`` splits; the test split is logged per epoch for
+    the report, never consulted for the decision."""
 
-    def __init__(self, *, min_delta: float, patience: int, accuracy: Callable[[nn.Module, str], float]) -> None:
-        self.min_delta, self.patience, self.accuracy = min_delta, patience, accuracy
+    def __init__(
+        self,
+        *,
+        min_delta: float,
+        patience: int,
+        accuracy: Callable[[nn.Module, str], float],
+        floor: float = 0.0,
+    ) -> None:
+        self.min_delta, self.patience, self.accuracy, self.floor = min_delta, patience, accuracy, floor
         self.validation: list[float] = []
         self.test: list[float] = []
         self.best_state: dict = {}
@@ -116,7 +125,7 @@ class Plateau:
         if self.kept_epoch == 0 or accuracy >= self.validation[self.kept_epoch - 1] + self.min_delta:
             self.best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
             self.kept_epoch, self.stale = len(self.validation), 0
-        else:
+        elif self.validation[self.kept_epoch - 1] >= self.floor + self.min_delta:
             self.stale += 1
         return self.stale >= self.patience
 
@@ -126,7 +135,8 @@ class Plateau:
             "validation_accuracy_by_epoch": self.validation,
             "test_accuracy_by_epoch": self.test,
             "kept_epoch": self.kept_epoch,
-            "plateau": {"min_delta": self.min_delta, "patience": self.patience},
+            "plateau": {"min_delta": self.min_delta, "patience": self.patience}
+            | ({"floor": self.floor} if self.floor else {}),
         }
 
 

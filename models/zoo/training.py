@@ -202,12 +202,17 @@ def accuracy(module: nn.Module, encode: Encode, data: Split) -> float:
     return (predict_logits(module, encode, data.images).argmax(1) == data.labels).float().mean().item()
 
 
-def held_out_record(correct: Tensor) -> dict:
+def held_out_record(correct: Tensor, predicted: Tensor | None = None) -> dict:
     """A model's held-out accuracy from its per-item results (bool, the split's order), with the items themselves as
-    one 0/1 character each (``test_correct``): two models' accuracies on the same items are then compared paired."""
+    one 0/1 character each (``test_correct``): two models' accuracies on the same items are then compared paired.
+    With its ``predicted`` classes, also how many distinct classes it predicts (``test_predicted_classes``: 1 is a
+    model that never learned to tell the classes apart, whose explanations the claims do not read)."""
     correct = correct.bool().cpu()
-    return {
+    record = {
         "test_accuracy": correct.float().mean().item(),
         "n_test": len(correct),
         "test_correct": "".join("1" if c else "0" for c in correct.tolist()),
     }
+    if predicted is not None:
+        record["test_predicted_classes"] = int(predicted.unique().numel())
+    return record

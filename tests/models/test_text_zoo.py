@@ -67,12 +67,35 @@ def test_the_budget_ends_training_that_keeps_improving():
 def test_the_sweep_recipes_train_to_a_plateau_and_the_ci_models_keep_their_recipes():
     for tag in ("_b1", "_b1_25", "_b1_5", "_b2", "_b2_5"):
         r = RECIPES.get(f"bcos_minilm3_rt{tag}")
-        assert r.params["plateau"] == {"min_delta": 0.005, "patience": 1} and r.params["epochs"] == 5
-        assert "until validation accuracy gains < 0.5 points" in r.description
+        assert r.params["plateau"] == {"min_delta": 0.005, "patience": 1, "floor": "majority"}
+        assert r.params["epochs"] == 5
+        trained = "until validation accuracy gains < 0.5 points 1 time(s) in a row once above the majority-class rate"
+        assert trained in r.description
     for name, epochs in (("bcos_minilm3_rt", 2), ("minilm1_rt", 1), ("bcos_minilm1_rt", 2)):  # no plateau
         ci = RECIPES.get(name)  # bcos_minilm3_rt: the sweep's B = 1.5 at a fixed budget; *1_rt: smoke-text's models
         assert "plateau" not in ci.params and ci.params["epochs"] == epochs
     assert load_suite("smoke-text").models == ("minilm1_rt", "bcos_minilm1_rt")
+
+
+def test_epochs_at_the_majority_rate_are_not_a_plateau():
+    """A model that still predicts one class (the validation split's majority rate, 0.57) has not begun to learn: the
+    B = 2.5 builds that stopped after 2 epochs at 56 % held out. Stale epochs count once the best beats the floor."""
+    accuracies = [0.5702, 0.5702, 0.5717, 0.66, 0.75, 0.752, 0.9]
+    without = Plateau(min_delta=0.005, patience=1, accuracy=scripted(accuracies))
+    assert run(without) == 2 and without.kept_epoch == 1
+    p = Plateau(min_delta=0.005, patience=1, accuracy=scripted(accuracies), floor=0.5702)
+    assert run(p) == 6 and p.kept_epoch == 5 == p.best_state["epoch"].item()
+    assert p.record()["plateau"] == {"min_delta": 0.005, "patience": 1, "floor": 0.5702}
+    stuck = Plateau(min_delta=0.005, patience=1, accuracy=scripted([0.5702] * 5), floor=0.5702)
+    assert run(stuck, max_epochs=5) == 5 and stuck.kept_epoch == 1  # the whole budget, then the first epoch's weights
+
+
+def test_the_majority_floor_is_the_validation_split_majority_rate():
+    p = RECIPES.get("bcos_minilm3_rt_b2_5").params
+    labels = text_zoo._validation("rotten-tomatoes")[1]
+    floor = text_zoo._plateau(p["plateau"], p)["floor"]
+    assert floor == pytest.approx(max((labels == c).double().mean().item() for c in (0, 1))) and 0.5 < floor < 0.6
+    assert text_zoo._plateau({"min_delta": 0.01, "patience": 2}, p) == {"min_delta": 0.01, "patience": 2}
 
 
 def test_a_plateau_needs_a_validation_split():
