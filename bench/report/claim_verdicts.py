@@ -123,6 +123,16 @@ def _ineligible(claim: Claim, rules: Rules, locality: Mapping[str, float]) -> st
     return None
 
 
+def _untrained(claim: Claim, rules: Rules, models: Mapping[str, dict[str, Any]]) -> str | None:
+    """Why a model of the claim's rows has not learned its task (it predicts fewer than ``min_predicted_classes``
+    classes on its held-out items, as its build records), or None (a build that does not record it passes)."""
+    for model in dict.fromkeys(r.model for r in claim.rows):
+        k = models.get(model, {}).get("test_predicted_classes")
+        if isinstance(k, int) and k < rules.min_predicted_classes:
+            return f"{model} predicts {k} class{'es' * (k != 1)} on its held-out items"
+    return None
+
+
 def evaluate_claim(claim: Claim, rules: Rules, run: RunData | None) -> dict[str, Any]:
     """One claim's row (:data:`COLUMNS`): the estimate here (``here``, ``n`` clusters), the paper's effect beside
     it, and its outcome; over every build of the claim's models the run holds (:mod:`.claim_builds`)."""
@@ -150,7 +160,7 @@ def _row_claim(claim: Claim, rules: Rules, run: RunData) -> Found | dict[str, An
         return {"verdict": f"not run ({', '.join(missing)} not in the {claim.suite} run)"}
     if claim.kind == "cost":
         return _cost_claim(claim, run)
-    why = _ineligible(claim, rules, run.locality) or _unshared(claim, run)
+    why = _untrained(claim, rules, run.models) or _ineligible(claim, rules, run.locality) or _unshared(claim, run)
     if why:
         return {"verdict": f"not eligible ({why})"}
     d = claim.digits

@@ -31,7 +31,9 @@ does not.
 
 Eligibility is one rule for every model, declared once in the file's ``[rules]``: a claim on a metric listed in
 ``locality_metrics`` needs every model it names to win at least ``min_cell_wins`` of its grid cells in the locality
-check (:mod:`faithbench.models.zoo.locality`); rows compared across models must have been scored on shared items.
+check (:mod:`faithbench.models.zoo.locality`); a model that predicts fewer than ``min_predicted_classes`` classes on
+its held-out items (as its build records) has not learned the task, and no claim reads its explanations; rows
+compared across models must have been scored on shared items.
 """
 
 from __future__ import annotations
@@ -69,6 +71,9 @@ class Rules:
     equivalence_level: float = 0.90  # of an equivalence's interval (two one-sided tests at 5 %)
     min_cell_wins: float = 0.5  # the locality check's share of cells a model must win in a localisation claim
     locality_metrics: tuple[str, ...] = ()  # the metrics whose claims the locality check gates
+    min_predicted_classes: int = (
+        2  # held out: a model predicting one class has not learned; its explanations say nothing
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -237,14 +242,15 @@ def load_claims(path: Path | None = None) -> tuple[Rules, tuple[Claim, ...]]:
             equivalence_level=float(rules.get("equivalence_level", 0.90)),
             min_cell_wins=float(rules.get("min_cell_wins", 0.5)),
             locality_metrics=tuple(metrics),
+            min_predicted_classes=int(rules.get("min_predicted_classes", 2)),
         )
     except (TypeError, ValueError) as exc:
         raise UserError(f"{path} [rules]: {exc}") from None
-    levels_ok = 0 < parsed.level < 1 and 0 < parsed.equivalence_level < 1
+    levels_ok = 0 < parsed.level < 1 and 0 < parsed.equivalence_level < 1 and parsed.min_predicted_classes >= 1
     if not levels_ok or not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
         raise UserError(
-            f"{path} [rules]: level and equivalence_level are probabilities in (0, 1) and locality_metrics a list "
-            "of metric names"
+            f"{path} [rules]: level and equivalence_level are probabilities in (0, 1), min_predicted_classes a "
+            "count of at least 1 and locality_metrics a list of metric names"
         )
     declared = enumerate(data.get("claim", []))
     entries = [e for i, c in declared for e in _expanded(c, f"{path} claim {c.get('id', i + 1)!r}")]

@@ -193,6 +193,13 @@ def test_one_eligibility_rule_and_the_reasons_a_claim_is_not_decided(tmp_path):
     ungated, _ = load_claims(_claims_file(tmp_path, body, rules="locality_metrics = []\n"))
     table = evaluate_claims(claims, ungated, {"s": replace(run, locality={})}).set_index("id")
     assert table.loc["local", "verdict"] == "holds"
+    # a model that predicts one class held out has not learned: no claim reads its explanations (a build that does
+    # not record how many classes it predicts passes)
+    models = {"b1": {"test_predicted_classes": 2}, "b3": {"test_predicted_classes": 1}, "b2": {}}
+    table = evaluate_claims(claims, ungated, {"s": replace(run, locality={}, models=models)}).set_index("id")
+    assert table.loc["local", "verdict"] == "not eligible (b3 predicts 1 class on its held-out items)"
+    assert table.loc["rise", "verdict"] == "not eligible (b3 predicts 1 class on its held-out items)"
+    assert table.loc["step", "verdict"] == "holds"
 
 
 @pytest.mark.parametrize(
