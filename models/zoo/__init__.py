@@ -31,7 +31,7 @@ from faithbench.models.data.splits import image_splits
 from faithbench.models.zoo.builds import init_seed
 from faithbench.models.zoo.entries import RECIPES
 from faithbench.models.zoo.recipes import BCOS, STANDARD, Recipe
-from faithbench.models.zoo.training import build_label, build_numerics, held_out_record
+from faithbench.models.zoo.training import build_label, build_numerics, held_out_record, training_snapshot
 from faithbench.progress import clock_text, silenced
 
 __all__ = [
@@ -171,7 +171,8 @@ def _train(name: str, r: Recipe, model: nn.Module, deps: dict[str, nn.Module]) -
     """Train ``model`` by its recipe on the CPU, save the checkpoint; returns its info."""
     _say(f"building {name}: {r.description}")
     start = time.perf_counter()
-    with build_numerics() as numerics:
+    # text builds keep a snapshot at each epoch's end beside the checkpoint: a build cut short resumes from it
+    with build_numerics() as numerics, training_snapshot(checkpoint_path(name).with_suffix(".partial")):
         extra = r.train(model, deps, r.params)
     extra["build_numerics"] = numerics
     extra["build_seconds"] = round(time.perf_counter() - start, 1)  # training only, dependencies excluded

@@ -24,7 +24,7 @@ from faithbench.models.nets.text_transformer import WORDPIECE, TextTransformer, 
 from faithbench.models.text_encoding import tokenize, vocabulary
 from faithbench.models.zoo.recipes import Recipe
 from faithbench.models.zoo.text_training import BestCheckpoint, Plateau, text_logits, train_text_classifier
-from faithbench.models.zoo.training import held_out_record
+from faithbench.models.zoo.training import held_out_record, snapshot_path
 
 DATASET = "rotten-tomatoes"
 OFFLINE_DATA = {DATASET: rotten_tomatoes, "bbc-news": bbc_news}  # name -> loader; others: Hugging Face data sets
@@ -143,6 +143,7 @@ def _train(model: nn.Module, deps: dict, p: dict) -> dict:
         after_epoch=checker,
         warmup=budget.get("warmup", 0.0),
         checks_per_epoch=budget.get("checks_per_epoch", 1),
+        snapshot=snapshot_path(),
     )
     extra = {"accuracy_before_finetuning": before, "build_device": str(training_device()), "epochs_run": epochs}
     if checker is not None:

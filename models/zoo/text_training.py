@@ -4,12 +4,17 @@ best validation checkpoint of a fixed budget (:class:`BestCheckpoint`, B-cos LM 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
+from faithbench.io import atomic_torch_save
 from faithbench.models.zoo.training import progress_bar, training_step
+
+SNAPSHOT_FORMAT = 1
 
 
 def text_logits(model: nn.Module, ids: Tensor, pad: int) -> Tensor:
@@ -47,13 +52,17 @@ def train_text_classifier(
     frozen: Iterable[str] = (),
     warmup: float = 0.0,
     checks_per_epoch: int = 1,
+    snapshot: Path | None = None,
 ) -> int:
     """AdamW (weight decay 0.01), linear decay to 0 (after a linear warm-up over the first ``warmup`` share of the
     steps, as Hugging Face's linear schedule), length-pooled seeded batches (:func:`length_batches`), on the device of
     ``model``; ``loss``: ``ce`` or ``bce`` (one-hot); ``pad``: the [PAD] id. ``after_epoch(model, steps)`` runs
     ``checks_per_epoch`` times an epoch, the last after its final batch (model in eval mode; ``steps``: optimiser
     steps so far) and stops training by returning True. ``frozen``: names of parameters left as they are (no
-    gradient, no weight decay). Returns the epochs run."""
+    gradient, no weight decay). ``snapshot``: a file that keeps, at each epoch's end, all the state the rest of the
+    training reads (weights, optimiser, schedule, both random generators, the checker's record), so a training cut
+    short resumes from its last finished epoch and ends with the bits of one run through; removed at the end.
+    Returns the epochs run."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     device = next(model.parameters()).device
@@ -70,9 +79,13 @@ def train_text_classifier(
     warm = round(warmup * steps)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _linear(steps, warm))
     checks = {max(1, round(per_epoch * (k + 1) / checks_per_epoch)) for k in range(checks_per_epoch)}  # batch counts
+    checker = after_epoch if hasattr(after_epoch, "state_dict") else None  # (a plain function keeps no state)
+    parts = {"model": model, "opt": opt, "sched": sched, "checker": checker}
+    shape = {"format": SNAPSHOT_FORMAT, "epochs": epochs, "per_epoch": per_epoch, "seed": seed}
+    run = _resume(snapshot, shape, parts, gen, device) if snapshot is not None else 0
     model.train()
-    with progress_bar(total=steps, desc="text model", leave=False, unit="step") as bar:
-        run, stop = 0, False
+    with progress_bar(total=steps - run * per_epoch, desc="text model", leave=False, unit="step") as bar:
+        stop = False
         while run < epochs and not stop:
             for i, idx in enumerate(length_batches(lengths, batch_size, gen)):
                 logits = text_logits(model, ids[idx].to(device), pad)
@@ -83,10 +96,52 @@ def train_text_classifier(
                     if stop:
                         break
             run += 1
+            if snapshot is not None and run < epochs and not stop:
+                _keep(snapshot, shape | {"epochs_done": run}, parts, gen, device)
+    if snapshot is not None:
+        snapshot.unlink(missing_ok=True)
     for name, flag in kept.items():
         named[name].requires_grad_(flag)
     model.eval()
     return run
+
+
+def _keep(path: Path, head: dict, parts: dict, gen: torch.Generator, device: torch.device) -> None:
+    state = {k: v.state_dict() for k, v in parts.items() if v is not None}
+    rng = {"cpu": torch.get_rng_state(), "data": gen.get_state()}
+    if device.type == "cuda":
+        rng["cuda"] = torch.cuda.get_rng_state(device)
+    atomic_torch_save(path, head | {"state": state, "rng": rng})
+
+
+def _resume(path: Path, shape: dict, parts: dict, gen: torch.Generator, device: torch.device) -> int:
+    """Restore the training state a snapshot at ``path`` keeps; returns its finished epochs (0: there is none, or it
+    is unreadable or of another training, which is said and left to be overwritten)."""
+    if not path.exists():
+        return 0
+    try:
+        snap = torch.load(path, map_location="cpu", weights_only=True)
+        if {k: snap.get(k) for k in shape} != shape:
+            raise ValueError(f"it is of another training ({ {k: snap.get(k) for k in shape} }, this one {shape})")
+    except Exception as exc:  # noqa: BLE001 - any unreadable snapshot: train from the start
+        _say(f"snapshot {path} not used ({exc}): training from the start")
+        return 0
+    try:
+        for k, v in parts.items():
+            if v is not None:
+                v.load_state_dict(snap["state"][k])
+        torch.set_rng_state(snap["rng"]["cpu"])
+        gen.set_state(snap["rng"]["data"])
+        if device.type == "cuda":
+            torch.cuda.set_rng_state(snap["rng"]["cuda"], device)
+    except Exception as exc:  # half restored: no training can go on from here
+        raise RuntimeError(f"snapshot {path} does not fit this training ({exc}); delete it to build afresh") from exc
+    _say(f"resuming from {path}: epoch {snap['epochs_done']} of {shape['epochs']} done")
+    return int(snap["epochs_done"])
+
+
+def _say(msg: str) -> None:
+    print(f"[faithbench zoo] {msg}", file=sys.stderr)
 
 
 def _linear(steps: int, warm: int) -> Callable[[int], float]:
@@ -129,6 +184,13 @@ class Plateau:
             self.stale += 1
         return self.stale >= self.patience
 
+    def state_dict(self) -> dict:
+        return {k: getattr(self, k) for k in ("validation", "test", "best_state", "kept_epoch", "stale")}
+
+    def load_state_dict(self, state: dict) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
+
     def record(self) -> dict:
         """What the build info keeps: the per-epoch accuracies and the epoch whose weights were kept."""
         return {
@@ -161,6 +223,13 @@ class BestCheckpoint:
         self.test.append(self.accuracy(model, "test"))
         self.steps.append(steps)
         return False
+
+    def state_dict(self) -> dict:
+        return {k: getattr(self, k) for k in ("validation", "test", "steps", "best_state")}
+
+    def load_state_dict(self, state: dict) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
 
     def record(self) -> dict:
         """What the build info keeps: every check's steps and accuracies, and the steps to the kept checkpoint (B-cos

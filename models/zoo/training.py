@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -40,6 +41,26 @@ def build_label(label: str) -> Iterator[None]:
         yield
     finally:
         _BUILD_LABEL.reset(token)
+
+
+# Where the build in progress keeps its snapshot at each epoch's end (the zoo sets it: NAME-HASH.partial beside the
+# checkpoint), so that a build cut short (Ctrl-C, a session's end) resumes from its last epoch with the same bits.
+_SNAPSHOT: ContextVar[Path | None] = ContextVar("training_snapshot", default=None)
+
+
+@contextmanager
+def training_snapshot(path: Path) -> Iterator[None]:
+    """Builds inside keep their per-epoch snapshot at ``path`` (:func:`snapshot_path`)."""
+    token = _SNAPSHOT.set(path)
+    try:
+        yield
+    finally:
+        _SNAPSHOT.reset(token)
+
+
+def snapshot_path() -> Path | None:
+    """The snapshot path of the build in progress (:func:`training_snapshot`), or None."""
+    return _SNAPSHOT.get()
 
 
 def progress_bar(iterable: object = None, **kwargs: object) -> Bar | Lines:

@@ -229,3 +229,102 @@ def test_without_a_warm_up_the_schedule_and_the_checks_are_the_ones_recipes_were
     assert [_linear(20, 0)(s) for s in range(20)] == [1 - s / 20 for s in range(20)]  # the same floats, bit for bit
     with pytest.raises(ValueError, match="plateau or by a fixed budget, not both"):
         text_zoo.text_recipe("x", epochs=1, lr=1e-4, plateau={"min_delta": 0.0, "patience": 1}, budget={"warmup": 0.1})
+
+
+class Tiny(nn.Module):
+    """A text classifier small enough to train in milliseconds, with dropout (the global random generator's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.drop, self.head = nn.Embedding(50, 8), nn.Dropout(0.3), nn.Linear(8, 2)
+
+    def forward(self, ids, mask):
+        return self.head(self.drop(self.embed(ids)).mean(1))
+
+
+def weight_score(model, split):
+    """A 'held-out accuracy' that is a function of the weights: equal runs give equal records."""
+    return float(model.head.weight.detach().sum()) + (0.0 if split == "validation" else 1.0)
+
+
+def test_a_build_cut_short_resumes_from_its_last_epoch_with_the_bits_of_one_run_through(tmp_path, monkeypatch):
+    from faithbench.models.zoo import text_training
+    from faithbench.models.zoo.text_training import BestCheckpoint
+
+    gen = torch.Generator().manual_seed(3)
+    ids, labels = torch.randint(1, 50, (40, 6), generator=gen), torch.randint(0, 2, (40,), generator=gen)
+    train = dict(epochs=4, lr=1e-2, batch_size=8, seed=0, loss="bce", pad=0, warmup=0.1, checks_per_epoch=2)
+
+    def fresh():
+        torch.manual_seed(0)
+        return Tiny(), BestCheckpoint(accuracy=weight_score)
+
+    whole, whole_checker = fresh()
+    assert text_zoo.train_text_classifier(whole, ids, labels, after_epoch=whole_checker, **train) == 4
+
+    snapshot = tmp_path / "m.partial"
+    step, calls = text_training.training_step, {"n": 0}
+
+    def cut(*args, **kwargs):  # Ctrl-C in the third epoch (5 steps an epoch)
+        calls["n"] += 1
+        if calls["n"] == 13:
+            raise KeyboardInterrupt
+        step(*args, **kwargs)
+
+    monkeypatch.setattr(text_training, "training_step", cut)
+    model, checker = fresh()
+    with pytest.raises(KeyboardInterrupt):
+        text_zoo.train_text_classifier(model, ids, labels, after_epoch=checker, snapshot=snapshot, **train)
+    assert torch.load(snapshot, weights_only=True)["epochs_done"] == 2
+    monkeypatch.setattr(text_training, "training_step", step)
+    model, checker = fresh()  # a new process: the starting point again
+    assert text_zoo.train_text_classifier(model, ids, labels, after_epoch=checker, snapshot=snapshot, **train) == 4
+    assert all(torch.equal(a, b) for a, b in zip(whole.state_dict().values(), model.state_dict().values(), strict=True))
+    assert checker.record() == whole_checker.record() and len(checker.steps) == 8
+    assert not snapshot.exists()  # a finished training leaves none
+
+
+def test_a_snapshot_of_another_training_is_not_used_and_one_that_does_not_fit_is_an_error(tmp_path, capsys):
+    ids, labels = torch.randint(1, 50, (16, 6)), torch.randint(0, 2, (16,))
+    train = dict(epochs=2, lr=1e-2, batch_size=8, seed=0, loss="ce", pad=0)
+    snapshot = tmp_path / "m.partial"
+    text_zoo.train_text_classifier(Tiny(), ids, labels, snapshot=snapshot, **(train | {"epochs": 3}))
+    assert not snapshot.exists()
+    from faithbench.models.zoo.text_training import _keep
+
+    model = Tiny()
+    opt = torch.optim.AdamW(model.parameters())
+    shape = {"format": 1, "epochs": 3, "per_epoch": 2, "seed": 0}
+    parts = {"model": model, "opt": opt, "sched": torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)}
+    _keep(snapshot, shape | {"epochs_done": 1}, parts | {"checker": None}, torch.Generator(), torch.device("cpu"))
+    text_zoo.train_text_classifier(Tiny(), ids, labels, snapshot=snapshot, **train)  # 2 epochs, not 3
+    assert "not used (it is of another training" in capsys.readouterr().err and not snapshot.exists()
+    snapshot.write_bytes(b"not a snapshot")
+    text_zoo.train_text_classifier(Tiny(), ids, labels, snapshot=snapshot, **train)
+    assert "not used" in capsys.readouterr().err
+    _keep(
+        snapshot,
+        shape | {"epochs": 2, "epochs_done": 1},
+        parts | {"model": nn.Linear(3, 3)},
+        torch.Generator(),
+        torch.device("cpu"),
+    )
+    with pytest.raises(RuntimeError, match=r"(?s)does not fit this training .* delete it to build afresh"):
+        text_zoo.train_text_classifier(Tiny(), ids, labels, snapshot=snapshot, **train)
+
+
+def test_the_zoo_gives_a_text_build_its_snapshot_beside_the_checkpoint(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from faithbench.models import zoo
+    from faithbench.models.zoo.training import snapshot_path
+
+    monkeypatch.setenv("FAITHBENCH_CACHE", str(tmp_path))
+    seen = []
+    recipe = replace(
+        RECIPES.get("minilm3_rt"),
+        train=lambda model, deps, p: seen.append(snapshot_path()) or {},
+        held_out=lambda model: {"test_accuracy": 0.5},
+    )
+    zoo._train("minilm3_rt", recipe, Tiny(), {})
+    assert seen == [zoo.checkpoint_path("minilm3_rt").with_suffix(".partial")] and snapshot_path() is None
