@@ -171,15 +171,17 @@ def _train(name: str, r: Recipe, model: nn.Module, deps: dict[str, nn.Module]) -
     """Train ``model`` by its recipe on the CPU, save the checkpoint; returns its info."""
     _say(f"building {name}: {r.description}")
     start = time.perf_counter()
-    # text builds keep a snapshot at each epoch's end beside the checkpoint: a build cut short resumes from it
-    with build_numerics() as numerics, training_snapshot(checkpoint_path(name).with_suffix(".partial")):
-        extra = r.train(model, deps, r.params)
-    extra["build_numerics"] = numerics
-    extra["build_seconds"] = round(time.perf_counter() - start, 1)  # training only, dependencies excluded
-    model.eval()
-    info = {**held_out_accuracy(r, model), "recipe_hash": recipe_hash(name), **extra}
-    _say(f"{name}: held-out accuracy {info['test_accuracy']:.4f}")
-    _save_checkpoint(name, model, info)
+    # text builds keep a snapshot at each epoch's end beside the checkpoint: a build cut short resumes from it (and
+    # its build_seconds are then those of the last process); it goes once the checkpoint is saved
+    with training_snapshot(checkpoint_path(name).with_suffix(".partial")):
+        with build_numerics() as numerics:
+            extra = r.train(model, deps, r.params)
+        extra["build_numerics"] = numerics
+        extra["build_seconds"] = round(time.perf_counter() - start, 1)  # training only, dependencies excluded
+        model.eval()
+        info = {**held_out_accuracy(r, model), "recipe_hash": recipe_hash(name), **extra}
+        _say(f"{name}: held-out accuracy {info['test_accuracy']:.4f}")
+        _save_checkpoint(name, model, info)
     return info
 
 

@@ -195,6 +195,8 @@ def text_recipe(
     8 MB instead of 55)."""
     if plateau is not None and budget is not None:
         raise ValueError(f"{name}: a recipe trains to a plateau or by a fixed budget, not both")
+    if plateau is not None and plateau.get("floor", "majority") != "majority":
+        raise ValueError(f'{name}: a plateau\'s floor is "majority" (the validation majority-class rate) or absent')
     params: dict = {"depth": depth} if checkpoint is None else {"checkpoint": checkpoint}
     params |= {"dataset": dataset} if dataset != DATASET else {}  # (Rotten Tomatoes recipes keep their hashes)
     params |= {"epochs": epochs, "lr": lr, "batch_size": batch_size, "seed": seed}

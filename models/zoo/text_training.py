@@ -61,8 +61,9 @@ def train_text_classifier(
     steps so far) and stops training by returning True. ``frozen``: names of parameters left as they are (no
     gradient, no weight decay). ``snapshot``: a file that keeps, at each epoch's end, all the state the rest of the
     training reads (weights, optimiser, schedule, both random generators, the checker's record), so a training cut
-    short resumes from its last finished epoch and ends with the bits of one run through; removed at the end.
-    Returns the epochs run."""
+    short on the same machine resumes from its last finished epoch and ends with the bits of one run through (the
+    caller removes it once the trained weights are kept: the zoo after saving the checkpoint). Returns the epochs
+    run."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     device = next(model.parameters()).device
@@ -81,11 +82,16 @@ def train_text_classifier(
     checks = {max(1, round(per_epoch * (k + 1) / checks_per_epoch)) for k in range(checks_per_epoch)}  # batch counts
     checker = after_epoch if hasattr(after_epoch, "state_dict") else None  # (a plain function keeps no state)
     parts = {"model": model, "opt": opt, "sched": sched, "checker": checker}
-    shape = {"format": SNAPSHOT_FORMAT, "epochs": epochs, "per_epoch": per_epoch, "seed": seed}
-    run = _resume(snapshot, shape, parts, gen, device) if snapshot is not None else 0
+    # what makes a snapshot this training's: the same loop, on the same kind of device with the same kernels and
+    # threads (another machine's numerics would mix two builds in one)
+    shape = {"format": SNAPSHOT_FORMAT, "epochs": epochs, "per_epoch": per_epoch, "seed": seed} | {
+        "device": device.type,
+        "threads": torch.get_num_threads(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }
+    run, stop = _resume(snapshot, shape, parts, gen, device) if snapshot is not None else (0, False)
     model.train()
     with progress_bar(total=steps - run * per_epoch, desc="text model", leave=False, unit="step") as bar:
-        stop = False
         while run < epochs and not stop:
             for i, idx in enumerate(length_batches(lengths, batch_size, gen)):
                 logits = text_logits(model, ids[idx].to(device), pad)
@@ -96,10 +102,8 @@ def train_text_classifier(
                     if stop:
                         break
             run += 1
-            if snapshot is not None and run < epochs and not stop:
-                _keep(snapshot, shape | {"epochs_done": run}, parts, gen, device)
-    if snapshot is not None:
-        snapshot.unlink(missing_ok=True)
+            if snapshot is not None:
+                _keep(snapshot, shape | {"epochs_done": run, "stopped": stop}, parts, gen, device)
     for name, flag in kept.items():
         named[name].requires_grad_(flag)
     model.eval()
@@ -111,21 +115,25 @@ def _keep(path: Path, head: dict, parts: dict, gen: torch.Generator, device: tor
     rng = {"cpu": torch.get_rng_state(), "data": gen.get_state()}
     if device.type == "cuda":
         rng["cuda"] = torch.cuda.get_rng_state(device)
-    atomic_torch_save(path, head | {"state": state, "rng": rng})
+    try:
+        atomic_torch_save(path, head | {"state": state, "rng": rng})
+    except OSError as exc:  # a snapshot only saves time on a resume: training goes on without it
+        _say(f"could not keep the snapshot {path} ({exc.strerror or exc}); training goes on without it")
 
 
-def _resume(path: Path, shape: dict, parts: dict, gen: torch.Generator, device: torch.device) -> int:
-    """Restore the training state a snapshot at ``path`` keeps; returns its finished epochs (0: there is none, or it
-    is unreadable or of another training, which is said and left to be overwritten)."""
+def _resume(path: Path, shape: dict, parts: dict, gen: torch.Generator, device: torch.device) -> tuple[int, bool]:
+    """Restore the training state a snapshot at ``path`` keeps; returns its finished epochs and whether training had
+    stopped ((0, False): there is none, or it is unreadable or of another training, said and left to be
+    overwritten)."""
     if not path.exists():
-        return 0
+        return 0, False
     try:
         snap = torch.load(path, map_location="cpu", weights_only=True)
         if {k: snap.get(k) for k in shape} != shape:
             raise ValueError(f"it is of another training ({ {k: snap.get(k) for k in shape} }, this one {shape})")
     except Exception as exc:  # noqa: BLE001 - any unreadable snapshot: train from the start
         _say(f"snapshot {path} not used ({exc}): training from the start")
-        return 0
+        return 0, False
     try:
         for k, v in parts.items():
             if v is not None:
@@ -137,7 +145,7 @@ def _resume(path: Path, shape: dict, parts: dict, gen: torch.Generator, device: 
     except Exception as exc:  # half restored: no training can go on from here
         raise RuntimeError(f"snapshot {path} does not fit this training ({exc}); delete it to build afresh") from exc
     _say(f"resuming from {path}: epoch {snap['epochs_done']} of {shape['epochs']} done")
-    return int(snap["epochs_done"])
+    return int(snap["epochs_done"]), bool(snap["stopped"])
 
 
 def _say(msg: str) -> None:
@@ -164,7 +172,7 @@ class Plateau:
         min_delta: float,
         patience: int,
         accuracy: Callable[[nn.Module, str], float],
-        floor: float = 0.0,
+        floor: float | None = None,
     ) -> None:
         self.min_delta, self.patience, self.accuracy, self.floor = min_delta, patience, accuracy, floor
         self.validation: list[float] = []
@@ -180,7 +188,7 @@ class Plateau:
         if self.kept_epoch == 0 or accuracy >= self.validation[self.kept_epoch - 1] + self.min_delta:
             self.best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
             self.kept_epoch, self.stale = len(self.validation), 0
-        elif self.validation[self.kept_epoch - 1] >= self.floor + self.min_delta:
+        elif self.floor is None or self.validation[self.kept_epoch - 1] >= self.floor + self.min_delta:
             self.stale += 1
         return self.stale >= self.patience
 
@@ -198,7 +206,7 @@ class Plateau:
             "test_accuracy_by_epoch": self.test,
             "kept_epoch": self.kept_epoch,
             "plateau": {"min_delta": self.min_delta, "patience": self.patience}
-            | ({"floor": self.floor} if self.floor else {}),
+            | ({"floor": self.floor} if self.floor is not None else {}),
         }
 
 

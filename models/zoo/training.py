@@ -50,12 +50,14 @@ _SNAPSHOT: ContextVar[Path | None] = ContextVar("training_snapshot", default=Non
 
 @contextmanager
 def training_snapshot(path: Path) -> Iterator[None]:
-    """Builds inside keep their per-epoch snapshot at ``path`` (:func:`snapshot_path`)."""
+    """Builds inside keep their per-epoch snapshot at ``path`` (:func:`snapshot_path`); it is removed when the block
+    ends without an error (the build's checkpoint saved), kept when it is cut short."""
     token = _SNAPSHOT.set(path)
     try:
         yield
     finally:
         _SNAPSHOT.reset(token)
+    path.unlink(missing_ok=True)
 
 
 def snapshot_path() -> Path | None:

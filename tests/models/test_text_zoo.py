@@ -247,41 +247,60 @@ def weight_score(model, split):
     return float(model.head.weight.detach().sum()) + (0.0 if split == "validation" else 1.0)
 
 
-def test_a_build_cut_short_resumes_from_its_last_epoch_with_the_bits_of_one_run_through(tmp_path, monkeypatch):
+@pytest.mark.parametrize("checker", ["best", "plateau"])
+def test_a_build_cut_short_resumes_from_its_last_epoch_with_the_bits_of_one_run_through(checker, tmp_path, monkeypatch):
+    """Cut in its third epoch (5 steps an epoch, checked twice an epoch for the best checkpoint; the plateau stops
+    after epoch 3 or 4), a training resumed from its snapshot ends with the weights and record of one run through."""
     from faithbench.models.zoo import text_training
     from faithbench.models.zoo.text_training import BestCheckpoint
 
     gen = torch.Generator().manual_seed(3)
     ids, labels = torch.randint(1, 50, (40, 6), generator=gen), torch.randint(0, 2, (40,), generator=gen)
-    train = dict(epochs=4, lr=1e-2, batch_size=8, seed=0, loss="bce", pad=0, warmup=0.1, checks_per_epoch=2)
+    train = dict(epochs=6, lr=1e-2, batch_size=8, seed=0, loss="bce", pad=0, warmup=0.1, frozen=["embed.weight"])
+    train |= {"checks_per_epoch": 2} if checker == "best" else {}
 
     def fresh():
         torch.manual_seed(0)
-        return Tiny(), BestCheckpoint(accuracy=weight_score)
+        if checker == "best":
+            return Tiny(), BestCheckpoint(accuracy=weight_score)
+        return Tiny(), Plateau(min_delta=10.0, patience=2, accuracy=weight_score)  # stale from epoch 2: stops at 3
 
     whole, whole_checker = fresh()
-    assert text_zoo.train_text_classifier(whole, ids, labels, after_epoch=whole_checker, **train) == 4
+    epochs = text_zoo.train_text_classifier(whole, ids, labels, after_epoch=whole_checker, **train)
+    assert epochs == (6 if checker == "best" else 3)
 
     snapshot = tmp_path / "m.partial"
     step, calls = text_training.training_step, {"n": 0}
 
-    def cut(*args, **kwargs):  # Ctrl-C in the third epoch (5 steps an epoch)
+    def cut(*args, **kwargs):  # Ctrl-C in the third epoch
         calls["n"] += 1
         if calls["n"] == 13:
             raise KeyboardInterrupt
         step(*args, **kwargs)
 
     monkeypatch.setattr(text_training, "training_step", cut)
-    model, checker = fresh()
+    model, check = fresh()
     with pytest.raises(KeyboardInterrupt):
-        text_zoo.train_text_classifier(model, ids, labels, after_epoch=checker, snapshot=snapshot, **train)
+        text_zoo.train_text_classifier(model, ids, labels, after_epoch=check, snapshot=snapshot, **train)
     assert torch.load(snapshot, weights_only=True)["epochs_done"] == 2
     monkeypatch.setattr(text_training, "training_step", step)
-    model, checker = fresh()  # a new process: the starting point again
-    assert text_zoo.train_text_classifier(model, ids, labels, after_epoch=checker, snapshot=snapshot, **train) == 4
-    assert all(torch.equal(a, b) for a, b in zip(whole.state_dict().values(), model.state_dict().values(), strict=True))
-    assert checker.record() == whole_checker.record() and len(checker.steps) == 8
-    assert not snapshot.exists()  # a finished training leaves none
+    for _ in range(2):  # resumed; then once more from the snapshot of the finished training (a build that died
+        # before its checkpoint was saved): no step is taken again
+        model, check = fresh()  # a new process: the starting point again
+        assert (
+            text_zoo.train_text_classifier(model, ids, labels, after_epoch=check, snapshot=snapshot, **train) == epochs
+        )
+        pairs = zip(whole.state_dict().values(), model.state_dict().values(), strict=True)
+        assert all(torch.equal(a, b) for a, b in pairs)
+        assert check.record() == whole_checker.record()
+        best = zip(whole_checker.best_state.values(), check.best_state.values(), strict=True)
+        assert all(torch.equal(a, b) for a, b in best)
+
+
+class Wider(Tiny):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.head = nn.Embedding(50, 4), nn.Linear(4, 2)
 
 
 def test_a_snapshot_of_another_training_is_not_used_and_one_that_does_not_fit_is_an_error(tmp_path, capsys):
@@ -289,28 +308,27 @@ def test_a_snapshot_of_another_training_is_not_used_and_one_that_does_not_fit_is
     train = dict(epochs=2, lr=1e-2, batch_size=8, seed=0, loss="ce", pad=0)
     snapshot = tmp_path / "m.partial"
     text_zoo.train_text_classifier(Tiny(), ids, labels, snapshot=snapshot, **(train | {"epochs": 3}))
-    assert not snapshot.exists()
-    from faithbench.models.zoo.text_training import _keep
-
-    model = Tiny()
-    opt = torch.optim.AdamW(model.parameters())
-    shape = {"format": 1, "epochs": 3, "per_epoch": 2, "seed": 0}
-    parts = {"model": model, "opt": opt, "sched": torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)}
-    _keep(snapshot, shape | {"epochs_done": 1}, parts | {"checker": None}, torch.Generator(), torch.device("cpu"))
+    assert torch.load(snapshot, weights_only=True)["epochs_done"] == 3
     text_zoo.train_text_classifier(Tiny(), ids, labels, snapshot=snapshot, **train)  # 2 epochs, not 3
-    assert "not used (it is of another training" in capsys.readouterr().err and not snapshot.exists()
+    assert "not used (it is of another training" in capsys.readouterr().err
     snapshot.write_bytes(b"not a snapshot")
     text_zoo.train_text_classifier(Tiny(), ids, labels, snapshot=snapshot, **train)
     assert "not used" in capsys.readouterr().err
-    _keep(
-        snapshot,
-        shape | {"epochs": 2, "epochs_done": 1},
-        parts | {"model": nn.Linear(3, 3)},
-        torch.Generator(),
-        torch.device("cpu"),
-    )
-    with pytest.raises(RuntimeError, match=r"(?s)does not fit this training .* delete it to build afresh"):
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads + 1)  # other numerics: another training
         text_zoo.train_text_classifier(Tiny(), ids, labels, snapshot=snapshot, **train)
+    finally:
+        torch.set_num_threads(threads)
+    assert "not used (it is of another training" in capsys.readouterr().err
+    text_zoo.train_text_classifier(Tiny(), ids, labels, snapshot=snapshot, **train)
+    with pytest.raises(RuntimeError, match=r"(?s)does not fit this training .* delete it to build afresh"):
+        text_zoo.train_text_classifier(Wider(), ids, labels, snapshot=snapshot, **train)
+
+
+def test_a_plateau_floor_is_the_majority_rate_or_nothing():
+    with pytest.raises(ValueError, match='floor is "majority"'):
+        text_zoo.text_recipe("x", epochs=1, lr=1e-3, plateau={"min_delta": 0.01, "patience": 1, "floor": "median"})
 
 
 def test_the_zoo_gives_a_text_build_its_snapshot_beside_the_checkpoint(tmp_path, monkeypatch):
@@ -321,10 +339,19 @@ def test_the_zoo_gives_a_text_build_its_snapshot_beside_the_checkpoint(tmp_path,
 
     monkeypatch.setenv("FAITHBENCH_CACHE", str(tmp_path))
     seen = []
-    recipe = replace(
-        RECIPES.get("minilm3_rt"),
-        train=lambda model, deps, p: seen.append(snapshot_path()) or {},
-        held_out=lambda model: {"test_accuracy": 0.5},
-    )
+
+    def train(model, deps, p):
+        seen.append(snapshot_path())
+        seen[0].parent.mkdir(parents=True, exist_ok=True)
+        seen[0].write_bytes(b"a snapshot")
+        return {}
+
+    recipe = replace(RECIPES.get("minilm3_rt"), train=train, held_out=lambda model: {"test_accuracy": 0.5})
+    partial = zoo.checkpoint_path("minilm3_rt").with_suffix(".partial")
     zoo._train("minilm3_rt", recipe, Tiny(), {})
-    assert seen == [zoo.checkpoint_path("minilm3_rt").with_suffix(".partial")] and snapshot_path() is None
+    assert seen == [partial] and snapshot_path() is None
+    assert zoo.checkpoint_path("minilm3_rt").exists() and not partial.exists()  # gone once the checkpoint is saved
+    monkeypatch.setattr(zoo, "_save_checkpoint", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        zoo._train("minilm3_rt", recipe, Tiny(), {})
+    assert partial.exists()  # cut short before its checkpoint: kept for the next try
