@@ -693,6 +693,28 @@ def test_a_recorded_block_is_the_mean_of_the_recorded_samples():
     assert f"| `cnn_gap_mnist` | input_x_gradient | gridpg | {grids.mean():.1f} ± {half:.1f} | {len(grids)} |" in table
 
 
+def test_the_agreement_block_reads_build_1_tables_of_three_methods_or_more(tmp_path):
+    """Samples that all order three methods alike: alpha 1 and two samples settle the order; a table of two methods
+    and a model's build 2 are left out."""
+    from faithbench.bench.report.recorded import agreement_table
+
+    folder = tmp_path / "s"
+    folder.mkdir()
+    rows = {
+        (m, j): [(c, c, base + 0.1 * c) for c in range(6)]
+        for m in ("x", "x@2")
+        for j, base in zip("pqr", (1, 5, 9), strict=True)
+    }
+    rows |= {("y", "p"): [(c, c, 1.0 + c) for c in range(6)], ("y", "q"): [(c, c, 9.0 - c) for c in range(6)]}
+    _samples(rows).assign(rerun_of=np.nan, undefined=False).to_csv(folder / "samples.csv", index=False)
+    results = pd.DataFrame([{"model": m, "method": j, "metric": "m", "mean": 0.0, "params": "{}"} for m, j in rows])
+    results.to_csv(folder / "results.csv", index=False)
+    (folder / "run.json").write_text(json.dumps({"suite": {"name": "s"}}))
+    lines = agreement_table(tmp_path).splitlines()
+    # MAD ratio: the 18 values' deviations from their median 5.25 have median 3.85; each method's own MAD is 0.15
+    assert lines[2:] == ["| s | `x` | m | 3 | 6 | 1.00 | 25.67 | 2 of 6 |"]
+
+
 def test_the_command_records_and_replays_every_build_of_a_claims_models(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
