@@ -15,7 +15,6 @@ import fcntl
 import hashlib
 import json
 import os
-import sys
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -32,6 +31,7 @@ from faithbench.models.zoo.builds import init_seed
 from faithbench.models.zoo.entries import RECIPES
 from faithbench.models.zoo.recipes import BCOS, STANDARD, Recipe
 from faithbench.models.zoo.training import build_label, build_numerics, held_out_record, training_snapshot
+from faithbench.models.zoo.training import say as _say
 from faithbench.progress import clock_text, silenced
 
 __all__ = [
@@ -75,10 +75,6 @@ def recipe_hash(name: str) -> str:
 
 def checkpoint_path(name: str) -> Path:
     return cache_dir() / f"{name}-{recipe_hash(name)[:16]}.pt"
-
-
-def _say(msg: str) -> None:
-    print(f"[faithbench zoo] {msg}", file=sys.stderr)
 
 
 def _load_checkpoint(name: str, model: nn.Module) -> dict | None:

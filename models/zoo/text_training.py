@@ -4,7 +4,6 @@ best validation checkpoint of a fixed budget (:class:`BestCheckpoint`, B-cos LM 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from faithbench.io import atomic_torch_save
-from faithbench.models.zoo.training import progress_bar, training_step
+from faithbench.models.zoo.training import progress_bar, say, training_step
 
 SNAPSHOT_FORMAT = 1
 
@@ -118,7 +117,7 @@ def _keep(path: Path, head: dict, parts: dict, gen: torch.Generator, device: tor
     try:
         atomic_torch_save(path, head | {"state": state, "rng": rng})
     except OSError as exc:  # a snapshot only saves time on a resume: training goes on without it
-        _say(f"could not keep the snapshot {path} ({exc.strerror or exc}); training goes on without it")
+        say(f"could not keep the snapshot {path} ({exc.strerror or exc}); training goes on without it")
 
 
 def _resume(path: Path, shape: dict, parts: dict, gen: torch.Generator, device: torch.device) -> tuple[int, bool]:
@@ -132,7 +131,7 @@ def _resume(path: Path, shape: dict, parts: dict, gen: torch.Generator, device: 
         if {k: snap.get(k) for k in shape} != shape:
             raise ValueError(f"it is of another training ({ {k: snap.get(k) for k in shape} }, this one {shape})")
     except Exception as exc:  # noqa: BLE001 - any unreadable snapshot: train from the start
-        _say(f"snapshot {path} not used ({exc}): training from the start")
+        say(f"snapshot {path} not used ({exc}): training from the start")
         return 0, False
     try:
         for k, v in parts.items():
@@ -144,12 +143,8 @@ def _resume(path: Path, shape: dict, parts: dict, gen: torch.Generator, device: 
             torch.cuda.set_rng_state(snap["rng"]["cuda"], device)
     except Exception as exc:  # half restored: no training can go on from here
         raise RuntimeError(f"snapshot {path} does not fit this training ({exc}); delete it to build afresh") from exc
-    _say(f"resuming from {path}: epoch {snap['epochs_done']} of {shape['epochs']} done")
+    say(f"resuming from {path}: epoch {snap['epochs_done']} of {shape['epochs']} done")
     return int(snap["epochs_done"]), bool(snap["stopped"])
-
-
-def _say(msg: str) -> None:
-    print(f"[faithbench zoo] {msg}", file=sys.stderr)
 
 
 def _linear(steps: int, warm: int) -> Callable[[int], float]:
@@ -158,13 +153,28 @@ def _linear(steps: int, warm: int) -> Callable[[int], float]:
     return lambda step: step / warm if step < warm else (steps - step) / (steps - warm)
 
 
-class Plateau:
+class _Checker:
+    """A training check whose record so far (the attributes named in ``STATE``) a snapshot keeps."""
+
+    STATE: tuple[str, ...] = ()
+
+    def state_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.STATE}
+
+    def load_state_dict(self, state: dict) -> None:
+        for k in self.STATE:
+            setattr(self, k, state[k])
+
+
+class Plateau(_Checker):
     """Stops fine-tuning (as ``after_epoch`` of :func:`train_text_classifier`) when held-out accuracy plateaus:
     after an epoch whose validation accuracy is not ``min_delta`` above the best so far, ``patience`` times in a
     row; the best epoch's weights are kept. Until the best is ``min_delta`` above ``floor`` (the majority-class rate:
     a model that still predicts one class has not begun to learn, it has not plateaued) no epoch counts.
     ``accuracy(model, split)`` reads the ``validation`` and ``test`` splits; the test split is logged per epoch for
     the report, never consulted for the decision."""
+
+    STATE = ("validation", "test", "best_state", "kept_epoch", "stale")
 
     def __init__(
         self,
@@ -192,13 +202,6 @@ class Plateau:
             self.stale += 1
         return self.stale >= self.patience
 
-    def state_dict(self) -> dict:
-        return {k: getattr(self, k) for k in ("validation", "test", "best_state", "kept_epoch", "stale")}
-
-    def load_state_dict(self, state: dict) -> None:
-        for k, v in state.items():
-            setattr(self, k, v)
-
     def record(self) -> dict:
         """What the build info keeps: the per-epoch accuracies and the epoch whose weights were kept."""
         return {
@@ -210,11 +213,13 @@ class Plateau:
         }
 
 
-class BestCheckpoint:
+class BestCheckpoint(_Checker):
     """A fixed budget's best validation checkpoint (B-cos LM App. E: "we use the checkpoint with the best validation
     performance"), as ``after_epoch`` of :func:`train_text_classifier`: at every check the validation accuracy (which
     decides) and the test accuracy (logged, never consulted) with the optimiser steps so far; the weights of the
     first check with the highest validation accuracy are kept. Never stops training."""
+
+    STATE = ("validation", "test", "steps", "best_state")
 
     def __init__(self, *, accuracy: Callable[[nn.Module, str], float]) -> None:
         self.accuracy = accuracy
@@ -231,13 +236,6 @@ class BestCheckpoint:
         self.test.append(self.accuracy(model, "test"))
         self.steps.append(steps)
         return False
-
-    def state_dict(self) -> dict:
-        return {k: getattr(self, k) for k in ("validation", "test", "steps", "best_state")}
-
-    def load_state_dict(self, state: dict) -> None:
-        for k, v in state.items():
-            setattr(self, k, v)
 
     def record(self) -> dict:
         """What the build info keeps: every check's steps and accuracies, and the steps to the kept checkpoint (B-cos

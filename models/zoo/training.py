@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -41,6 +42,11 @@ def build_label(label: str) -> Iterator[None]:
         yield
     finally:
         _BUILD_LABEL.reset(token)
+
+
+def say(msg: str) -> None:
+    """A zoo message on stderr (``[faithbench zoo] ...``)."""
+    print(f"[faithbench zoo] {msg}", file=sys.stderr)
 
 
 # Where the build in progress keeps its snapshot at each epoch's end (the zoo sets it: NAME-HASH.partial beside the
